@@ -1,0 +1,155 @@
+"""Partition metrics, computed by our own code from a placement (never copied from a backend).
+
+Usage::
+
+    m = partition_metrics(hg, parts, k=4)
+    m.comm_volume_mib, m.max_over_avg_work
+
+Column names follow the thesis's Tables 5.1-5.12: Max/Min/Avg Work, Max/Min,
+Max/Avg, Max*N; Comm. Vol, Max Comm., Avg Comm., Max/Avg comm (MiB at the
+hypergraph's batch size, forward pass; a training step moves twice that).
+Per-part memory (parameters, optimizer state, activations) is added.
+
+Send volumes: a broadcast net (a feature map) is sent by its producer's part
+once to every other part among its pins; a reduce net (fine-grain partial
+sums) is sent once by every non-root part among its pins to the root's part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from hgpart.errors import HgpartError
+from hgpart.hypergraph import BROADCAST, DTYPE_BYTES, Hypergraph
+
+__all__ = ["PartitionMetrics", "partition_metrics", "connectivity", "km1_bytes", "MIB", "OPTIMIZER_SLOTS"]
+
+MIB = float(2**20)
+OPTIMIZER_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2}
+
+
+@dataclass
+class PartitionMetrics:
+    """Every figure reported for one K-way partition."""
+
+    k: int
+    max_work: float
+    min_work: float
+    avg_work: float
+    max_over_min: float
+    max_over_avg: float
+    max_times_n: float
+    comm_volume_mib: float
+    max_comm_mib: float
+    avg_comm_mib: float
+    max_over_avg_comm: float
+    max_recv_mib: float
+    cut_nets: int
+    part_work: list[float]
+    part_send_mib: list[float]
+    part_recv_mib: list[float]
+    part_param_bytes: list[float]
+    part_optimizer_bytes: list[float]
+    part_activation_bytes: list[float]
+    max_memory_bytes: float
+    max_over_avg_memory: float
+    optimizer: str = "adam"
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, object]) -> PartitionMetrics:
+        return PartitionMetrics(**d)  # type: ignore[arg-type]
+
+
+def _check_parts(hg: Hypergraph, parts: np.ndarray, k: int) -> np.ndarray:
+    parts = np.asarray(parts)
+    if parts.shape != (hg.num_vertices,):
+        raise HgpartError(
+            f"partition has {parts.shape[0] if parts.ndim else 0} entries, the hypergraph {hg.num_vertices} vertices",
+            fix="the placement was made for another hypergraph",
+        )
+    if parts.size and (parts.min() < 0 or parts.max() >= k):
+        raise HgpartError(f"part ids must be in [0, {k}), found {int(parts.min())}..{int(parts.max())}")
+    return parts.astype(np.int64)
+
+
+def connectivity(hg: Hypergraph, parts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per net: lambda (number of parts among its pins), plus the distinct (net, part) pairs."""
+    pin_net = hg.pin_nets()
+    keys = np.unique(pin_net * k + parts[hg.net_pins])
+    net_of, part_of = np.divmod(keys, k)
+    lam = np.bincount(net_of, minlength=hg.num_nets)
+    return lam, net_of, part_of
+
+
+def km1_bytes(hg: Hypergraph, parts: np.ndarray, k: int) -> float:
+    """Connectivity-minus-one objective in bytes: sum of cost * (lambda - 1)."""
+    parts = _check_parts(hg, parts, k)
+    lam, _, _ = connectivity(hg, parts, k)
+    return float(np.dot(hg.net_cost, np.maximum(lam - 1, 0)))
+
+
+def partition_metrics(
+    hg: Hypergraph, parts: np.ndarray, k: int, *, optimizer: str = "adam", dtype_bytes: int = DTYPE_BYTES
+) -> PartitionMetrics:
+    """All metrics of ``parts`` (one part id per vertex) on ``hg``."""
+    if k < 1:
+        raise HgpartError(f"K = {k} must be >= 1")
+    parts = _check_parts(hg, parts, k)
+    work = np.bincount(parts, weights=hg.vertex_weight, minlength=k)
+    lam, net_of, part_of = connectivity(hg, parts, k)
+    extra = np.maximum(lam - 1, 0).astype(np.float64)
+    cost = hg.net_cost
+    root_part = parts[hg.net_root]
+    bcast = hg.net_kind == BROADCAST
+    send = np.zeros(k)
+    recv = np.zeros(k)
+    # broadcast nets: root part sends cost*(lambda-1); every other part receives cost
+    np.add.at(send, root_part[bcast], (cost * extra)[bcast])
+    other = part_of != root_part[net_of]
+    pair_b = bcast[net_of] & other
+    np.add.at(recv, part_of[pair_b], cost[net_of[pair_b]])
+    # reduce nets: every non-root part sends cost; the root part receives cost*(lambda-1)
+    red = ~bcast
+    pair_r = red[net_of] & other
+    np.add.at(send, part_of[pair_r], cost[net_of[pair_r]])
+    np.add.at(recv, root_part[red], (cost * extra)[red])
+
+    total = float(np.dot(cost, extra))
+    slots = OPTIMIZER_SLOTS.get(optimizer)
+    if slots is None:
+        raise HgpartError(f"unknown optimizer {optimizer!r}", fix=f"use one of {sorted(OPTIMIZER_SLOTS)}")
+    pbytes = np.bincount(parts, weights=hg.vertex_params, minlength=k) * dtype_bytes
+    obytes = pbytes * slots
+    abytes = np.bincount(parts, weights=hg.vertex_act_bytes, minlength=k)
+    mem = pbytes + obytes + abytes
+    maxw, minw, avgw = float(work.max()), float(work.min()), float(work.mean())
+    avg_comm = total / k
+    return PartitionMetrics(
+        k=k,
+        max_work=maxw,
+        min_work=minw,
+        avg_work=avgw,
+        max_over_min=maxw / minw if minw > 0 else float("inf"),
+        max_over_avg=maxw / avgw if avgw > 0 else float("nan"),
+        max_times_n=maxw * k,
+        comm_volume_mib=total / MIB,
+        max_comm_mib=float(send.max()) / MIB,
+        avg_comm_mib=avg_comm / MIB,
+        max_over_avg_comm=float(send.max()) / avg_comm if avg_comm > 0 else 0.0,
+        max_recv_mib=float(recv.max()) / MIB,
+        cut_nets=int(np.count_nonzero(lam > 1)),
+        part_work=work.tolist(),
+        part_send_mib=(send / MIB).tolist(),
+        part_recv_mib=(recv / MIB).tolist(),
+        part_param_bytes=pbytes.tolist(),
+        part_optimizer_bytes=obytes.tolist(),
+        part_activation_bytes=abytes.tolist(),
+        max_memory_bytes=float(mem.max()),
+        max_over_avg_memory=float(mem.max() / mem.mean()) if mem.mean() > 0 else 0.0,
+        optimizer=optimizer,
+    )

@@ -1,0 +1,355 @@
+"""Placement files (``hgpart.placement/1``): where every filter or (filter, channel) pair runs.
+
+Usage::
+
+    pl = Placement.from_vertex_parts(graph, hg, parts, k=4, method="hypergraph", ...)
+    pl.save("partitions/vgg16_coarse_k4.json")
+    pl = load_placement("partitions/vgg16_coarse_k4.json")
+    pl.channel_parts()["block1_pool"]     # part owning each output channel
+    pl.recompute_metrics()                 # from the file alone, no profile, no TensorFlow
+
+The file is the only thing the compiler and the runtime share. It embeds the
+whole layer graph (names, kinds, shapes, readers, configs), the work of every
+layer and the bytes of its feature maps, so the metrics can be recomputed
+independently, and the runtime can check it was given the right model.
+
+Part arrays are stored per layer at full resolution (never grouped):
+``input`` (one part per input channel), ``filters`` (one per output channel
+of a vertex layer; for a fine-grain Conv2D the part of the reduction vertex,
+which owns the output map) and ``channels`` (fine-grain Conv2D only, filters x
+input channels, row-major). Arrays are run-length encoded as
+``"part*count part*count ..."`` when that is short, else as zlib-compressed
+base64 of little-endian uint16 (``{"n": ..., "b64z": ...}``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hgpart.errors import HgpartError
+from hgpart.fileio import read_json, write_json
+from hgpart.hypergraph import Hypergraph, build_hypergraph
+from hgpart.layergraph import LayerGraph
+from hgpart.metrics import PartitionMetrics, partition_metrics
+
+__all__ = [
+    "PLACEMENT_FORMAT",
+    "Placement",
+    "load_placement",
+    "encode_parts",
+    "decode_parts",
+    "default_placement_path",
+    "schema",
+]
+
+PLACEMENT_FORMAT = "hgpart.placement/1"
+GRAINS = ("coarse", "fine")
+
+
+def encode_parts(arr: np.ndarray) -> str | dict[str, Any]:
+    """Run-length text when short, compressed base64 otherwise."""
+    flat = np.asarray(arr, dtype=np.int64).ravel()
+    if flat.size == 0:
+        return ""
+    change = np.flatnonzero(np.diff(flat)) + 1
+    starts = np.concatenate([[0], change])
+    lengths = np.diff(np.concatenate([starts, [flat.size]]))
+    if len(starts) <= max(64, flat.size // 16):
+        return " ".join(f"{int(flat[s])}*{int(n)}" for s, n in zip(starts, lengths))
+    raw = flat.astype("<u2").tobytes()
+    return {"n": int(flat.size), "b64z": base64.b64encode(zlib.compress(raw, 9)).decode("ascii")}
+
+
+def decode_parts(value: Any, *, n: int, where: str) -> np.ndarray:
+    """Inverse of :func:`encode_parts`, checking the length is ``n``."""
+    try:
+        if isinstance(value, dict):
+            raw = zlib.decompress(base64.b64decode(value["b64z"]))
+            out = np.frombuffer(raw, dtype="<u2").astype(np.int64)
+        elif isinstance(value, str):
+            if not value.strip():
+                out = np.zeros(0, dtype=np.int64)
+            else:
+                runs = [tok.split("*") for tok in value.split()]
+                vals = np.array([int(p) for p, _ in runs], dtype=np.int64)
+                counts = np.array([int(c) for _, c in runs], dtype=np.int64)
+                if (counts < 0).any():
+                    raise ValueError("negative run length")
+                out = np.repeat(vals, counts)
+        elif isinstance(value, list):
+            out = np.asarray(value, dtype=np.int64)
+        else:
+            raise ValueError(f"unexpected type {type(value).__name__}")
+    except (ValueError, KeyError, TypeError, zlib.error, base64.binascii.Error) as exc:
+        raise HgpartError(f"cannot decode part array ({exc})", where=where, fix="regenerate the placement") from None
+    if out.size != n:
+        raise HgpartError(
+            f"part array has {out.size} entries, expected {n}", where=where, fix="regenerate the placement"
+        )
+    return out
+
+
+def default_placement_path(model: str, grain: str, k: int, method: str = "hypergraph",
+                           folder: str | Path = "partitions") -> Path:
+    """``partitions/<model>_<grain>_k<K>.json`` (method appended when not hypergraph)."""
+    tag = grain if method == "hypergraph" else f"{grain}_{method}" if method != "layerwise" else "layerwise"
+    return Path(folder) / f"{model}_{tag}_k{k}.json"
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema shipped in the package (``hgpart/data/placement.schema.json``)."""
+    return json.loads((Path(__file__).parent / "data" / "placement.schema.json").read_text())
+
+
+@dataclass
+class Placement:
+    """A K-way placement of one model, with everything needed to check and run it."""
+
+    graph: LayerGraph
+    grain: str
+    method: str
+    k: int
+    devices: list[str]
+    layer_parts: dict[str, dict[str, np.ndarray]]
+    work: dict[str, float]
+    work_unit: str
+    batch_size: int
+    provenance: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] | None = None
+
+    # ---------------------------------------------------------------- building
+    @staticmethod
+    def layer_parts_from_vertices(hg: Hypergraph, parts: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+        """Expand per-vertex parts (possibly grouped) to full-resolution per-layer arrays."""
+        parts = np.asarray(parts, dtype=np.int64)
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for b in hg.blocks:
+            key = {"input": "input", "filter": "filters", "reduce": "filters", "channel": "channels"}[b.role]
+            out.setdefault(b.layer, {})[key] = b.expand(parts)
+        return out
+
+    @staticmethod
+    def from_vertex_parts(
+        graph: LayerGraph,
+        hg: Hypergraph,
+        parts: np.ndarray,
+        *,
+        k: int,
+        method: str,
+        work: dict[str, float],
+        provenance: dict[str, Any] | None = None,
+        devices: list[str] | None = None,
+    ) -> Placement:
+        pl = Placement(
+            graph=graph,
+            grain=hg.grain,
+            method=method,
+            k=k,
+            devices=devices or [f"part:{p}" for p in range(k)],
+            layer_parts=Placement.layer_parts_from_vertices(hg, parts),
+            work={name: float(w) for name, w in work.items()},
+            work_unit=hg.work_unit,
+            batch_size=hg.batch_size,
+            provenance=dict(provenance or {}),
+        )
+        pl.validate()
+        pl.metrics = pl.recompute_metrics().to_dict()
+        return pl
+
+    # ----------------------------------------------------------------- queries
+    def hypergraph(self) -> Hypergraph:
+        """The ungrouped hypergraph of this placement's grain, rebuilt from the embedded graph."""
+        return build_hypergraph(
+            self.graph, self.work, batch_size=self.batch_size, grain=self.grain,  # type: ignore[arg-type]
+            work_unit=self.work_unit,
+        )
+
+    def vertex_parts(self, hg: Hypergraph | None = None) -> np.ndarray:
+        """Per-vertex parts on the ungrouped hypergraph (inverse of :meth:`layer_parts_from_vertices`)."""
+        hg = hg or self.hypergraph()
+        out = np.full(hg.num_vertices, -1, dtype=np.int64)
+        for b in hg.blocks:
+            key = {"input": "input", "filter": "filters", "reduce": "filters", "channel": "channels"}[b.role]
+            arr = self.layer_parts.get(b.layer, {}).get(key)
+            if arr is None:
+                raise HgpartError(f"layer {b.layer!r} has no {key!r} part array", where="placement",
+                                  fix=f"a {self.grain}-grain placement needs it; regenerate the file")
+            out[b.start : b.stop] = np.asarray(arr).ravel()
+        return out
+
+    def recompute_metrics(self, *, optimizer: str = "adam") -> PartitionMetrics:
+        hg = self.hypergraph()
+        return partition_metrics(hg, self.vertex_parts(hg), self.k, optimizer=optimizer)
+
+    def channel_parts(self) -> dict[str, np.ndarray]:
+        """The part that owns (computes and holds) every output channel of every layer.
+
+        Vertex layers: their ``filters`` array. Per-channel layers and Flatten
+        follow their input; Concatenate concatenates. This is the rule the
+        hypergraph builder uses, so the runtime places ops where the model
+        predicted.
+        """
+        owner: dict[str, np.ndarray] = {}
+        for layer in self.graph.layers:
+            lp = self.layer_parts.get(layer.name, {})
+            if layer.kind == "input":
+                owner[layer.name] = lp["input"]
+            elif layer.is_vertex_layer:
+                owner[layer.name] = lp["filters"]
+            elif layer.kind == "concat":
+                owner[layer.name] = np.concatenate([owner[s] for s in layer.inputs])
+            else:
+                owner[layer.name] = owner[layer.inputs[0]]
+        return owner
+
+    # ------------------------------------------------------------- validation
+    def validate(self) -> None:
+        """Lengths and ranges of every part array; grain and K consistent."""
+        where = f"placement for {self.graph.name}"
+        if self.grain not in GRAINS:
+            raise HgpartError(f"unknown grain {self.grain!r}", where=where, fix=f"use one of {GRAINS}")
+        if self.k < 1:
+            raise HgpartError(f"K = {self.k} must be >= 1", where=where)
+        if len(self.devices) != self.k:
+            raise HgpartError(f"{len(self.devices)} devices listed for K = {self.k}", where=where)
+        for layer in self.graph.layers:
+            lp = self.layer_parts.get(layer.name, {})
+            need: dict[str, tuple[int, ...]] = {}
+            if layer.kind == "input":
+                need["input"] = (layer.out_channels,)
+            elif layer.is_vertex_layer:
+                need["filters"] = (layer.out_channels,)
+                if self.grain == "fine" and layer.kind == "conv2d":
+                    need["channels"] = (layer.out_channels, layer.in_channels)
+            for key, shape in need.items():
+                if key not in lp:
+                    raise HgpartError(f"layer {layer.name!r} lacks its {key!r} part array", where=where,
+                                      fix="regenerate the placement")
+                arr = np.asarray(lp[key])
+                if arr.size != int(np.prod(shape)):
+                    raise HgpartError(f"layer {layer.name!r} {key!r} has {arr.size} entries, expected "
+                                      f"{int(np.prod(shape))}", where=where, fix="regenerate the placement")
+                lp[key] = arr.reshape(shape)
+                if arr.size and (arr.min() < 0 or arr.max() >= self.k):
+                    bad = int(arr.max()) if arr.max() >= self.k else int(arr.min())
+                    raise HgpartError(f"layer {layer.name!r} {key!r} has part id {bad}, outside 0..{self.k - 1}",
+                                      where=where, fix="part ids must be below K; regenerate the placement")
+        unknown = set(self.layer_parts) - {layer.name for layer in self.graph.layers}
+        if unknown:
+            raise HgpartError(f"part arrays for unknown layers {sorted(unknown)[:3]}", where=where)
+
+    def check_model(self, graph: LayerGraph, *, where: str = "placement") -> None:
+        """Refuse to use this placement with another model."""
+        if graph.fingerprint() != self.graph.fingerprint():
+            raise HgpartError(
+                f"placement is for model {self.graph.name!r} {list(self.graph.input_shape)} "
+                f"(fingerprint {self.graph.fingerprint()}), not {graph.name!r} {list(graph.input_shape)} "
+                f"(fingerprint {graph.fingerprint()})",
+                where=where, fix="compile a placement for this model with `hgpart partition`",
+            )
+
+    # -------------------------------------------------------------- file I/O
+    def to_dict(self) -> dict[str, Any]:
+        consumers = self.graph.consumers()
+        layers = []
+        for layer in self.graph.layers:
+            d = layer.to_dict()
+            d["readers"] = consumers[layer.name]
+            d["work"] = self.work.get(layer.name, 0.0)
+            spatial = int(np.prod(layer.output_shape[:-1])) if len(layer.output_shape) > 1 else 1
+            d["fmap_bytes"] = spatial * self.batch_size * 4
+            d["parts"] = {key: encode_parts(arr) for key, arr in self.layer_parts.get(layer.name, {}).items()}
+            layers.append(d)
+        return {
+            "format": PLACEMENT_FORMAT,
+            "model": {
+                "name": self.graph.name,
+                "input_shape": list(self.graph.input_shape),
+                "num_classes": self.graph.num_classes,
+                "fingerprint": self.graph.fingerprint(),
+            },
+            "grain": self.grain,
+            "method": self.method,
+            "k": self.k,
+            "devices": self.devices,
+            "batch_size": self.batch_size,
+            "work_unit": self.work_unit,
+            "dtype_bytes": 4,
+            "provenance": self.provenance,
+            "metrics": self.metrics,
+            "layers": layers,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    @staticmethod
+    def from_dict(d: Any, *, where: str = "placement") -> Placement:
+        import jsonschema
+
+        if not isinstance(d, dict) or d.get("format") != PLACEMENT_FORMAT:
+            got = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise HgpartError(f"not an hgpart placement file (format {got!r})", where=where,
+                              fix=f"expected format {PLACEMENT_FORMAT!r}; make one with `hgpart partition`")
+        try:
+            jsonschema.validate(d, schema())
+        except jsonschema.ValidationError as exc:
+            path = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+            raise HgpartError(f"placement file is malformed at {path}: {exc.message[:160]}", where=where,
+                              fix="regenerate it with `hgpart partition`") from None
+        model = d["model"]
+        graph = LayerGraph.from_dict(
+            {"name": model["name"], "input_shape": model["input_shape"],
+             "num_classes": model.get("num_classes", 0), "layers": d["layers"]}
+        )
+        if graph.fingerprint() != model["fingerprint"]:
+            raise HgpartError(
+                f"the layers in the file have fingerprint {graph.fingerprint()}, the header says "
+                f"{model['fingerprint']}", where=where, fix="the file was edited or is corrupt; regenerate it",
+            )
+        k = int(d["k"])
+        layer_parts: dict[str, dict[str, np.ndarray]] = {}
+        for ld in d["layers"]:
+            for key, val in ld.get("parts", {}).items():
+                n = ld["output_shape"][-1]
+                if key == "input":
+                    n = ld["output_shape"][-1]
+                elif key == "channels":
+                    n = ld["output_shape"][-1] * ld["input_shapes"][0][-1]
+                layer_parts.setdefault(ld["name"], {})[key] = decode_parts(
+                    val, n=int(n), where=f"{where}, layer {ld['name']!r} {key!r}"
+                )
+        pl = Placement(
+            graph=graph,
+            grain=d["grain"],
+            method=d["method"],
+            k=k,
+            devices=list(d["devices"]),
+            layer_parts=layer_parts,
+            work={ld["name"]: float(ld.get("work", 0.0)) for ld in d["layers"]},
+            work_unit=d.get("work_unit", "ms"),
+            batch_size=int(d["batch_size"]),
+            provenance=dict(d.get("provenance") or {}),
+            metrics=d.get("metrics"),
+        )
+        try:
+            pl.validate()
+        except HgpartError as exc:
+            raise HgpartError(exc.what, where=where, fix=exc.fix) from None
+        return pl
+
+
+def load_placement(path: str | Path) -> Placement:
+    """Read and fully validate a placement file; any defect is one HgpartError."""
+    return Placement.from_dict(read_json(path, what="placement file"), where=str(path))

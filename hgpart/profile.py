@@ -1,0 +1,164 @@
+"""Profiles: the measured (or analytic) cost of every layer at one batch size.
+
+Usage::
+
+    prof = Profile.load("profiles/vgg16_224_b32.json")
+    prof.check(graph)                 # refuses a profile made for another model
+    work = prof.work()                # {layer name: forward+backward cost}
+
+A profile is plain data; producing one (timing layers in TensorFlow) lives in
+:mod:`hgpart.profiler`, so reading a profile never imports TensorFlow.
+Measured profiles give work in milliseconds (forward + backward, median of
+repeats); analytic ones give work in MFLOP (forward FLOPs x 3 for forward plus
+backward, times the batch size).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hgpart.errors import HgpartError
+from hgpart.fileio import read_json, write_json
+from hgpart.layergraph import LayerGraph
+
+__all__ = ["LayerCost", "Profile", "PROFILE_FORMAT", "analytic_profile", "default_profile_path"]
+
+PROFILE_FORMAT = "hgpart.profile/1"
+BACKWARD_FLOP_FACTOR = 2.0  # backward costs about twice the forward pass (input + weight gradients)
+
+
+@dataclass
+class LayerCost:
+    """Cost of one layer at the profile's batch size."""
+
+    name: str
+    forward_ms: float
+    backward_ms: float
+    flops: int
+    params: int
+    activation_bytes: int
+
+    @property
+    def total_ms(self) -> float:
+        return self.forward_ms + self.backward_ms
+
+
+@dataclass
+class Profile:
+    """Per-layer costs of one model at one input size and batch size."""
+
+    model: str
+    input_shape: tuple[int, ...]
+    batch_size: int
+    mode: str  # "measured" | "analytic"
+    fingerprint: str
+    layers: list[LayerCost]
+    machine: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    repeats: int = 0
+
+    @property
+    def work_unit(self) -> str:
+        return "ms" if self.mode == "measured" else "MFLOP"
+
+    def work(self) -> dict[str, float]:
+        """Forward+backward work of every layer in :attr:`work_unit`."""
+        if self.mode == "measured":
+            return {c.name: float(c.total_ms) for c in self.layers}
+        scale = (1.0 + BACKWARD_FLOP_FACTOR) * self.batch_size / 1e6
+        return {c.name: float(c.flops) * scale for c in self.layers}
+
+    def check(self, graph: LayerGraph, *, path: str | None = None) -> None:
+        """Refuse a profile that was made for another layer graph."""
+        fp = graph.fingerprint()
+        if self.fingerprint != fp:
+            raise HgpartError(
+                f"profile is for model {self.model!r} with fingerprint {self.fingerprint}, "
+                f"but {graph.name!r} at input {list(graph.input_shape)} has fingerprint {fp}",
+                where=path or "profile",
+                fix=f"run `hgpart profile --model {graph.name}` to make a matching profile",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": PROFILE_FORMAT,
+            "model": self.model,
+            "input_shape": list(self.input_shape),
+            "batch_size": self.batch_size,
+            "mode": self.mode,
+            "work_unit": self.work_unit,
+            "fingerprint": self.fingerprint,
+            "created": self.created,
+            "repeats": self.repeats,
+            "machine": self.machine,
+            "layers": [asdict(c) for c in self.layers],
+        }
+
+    def save(self, path: str | Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    @staticmethod
+    def from_dict(d: dict[str, Any], *, where: str = "profile") -> Profile:
+        if not isinstance(d, dict) or d.get("format") != PROFILE_FORMAT:
+            raise HgpartError(
+                f"not an hgpart profile (format {d.get('format') if isinstance(d, dict) else None!r})",
+                where=where, fix=f"expected format {PROFILE_FORMAT!r}; make one with `hgpart profile`",
+            )
+        try:
+            return Profile(
+                model=str(d["model"]),
+                input_shape=tuple(int(v) for v in d["input_shape"]),
+                batch_size=int(d["batch_size"]),
+                mode=str(d["mode"]),
+                fingerprint=str(d["fingerprint"]),
+                layers=[LayerCost(**c) for c in d["layers"]],
+                machine=dict(d.get("machine", {})),
+                created=str(d.get("created", "")),
+                repeats=int(d.get("repeats", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HgpartError(f"malformed profile ({exc})", where=where, fix="regenerate it") from None
+
+    @staticmethod
+    def load(path: str | Path) -> Profile:
+        return Profile.from_dict(read_json(path, what="profile"), where=str(path))
+
+
+def default_profile_path(graph: LayerGraph, batch_size: int, folder: str | Path = "profiles") -> Path:
+    """``profiles/<model>_<input>_b<batch>.json``."""
+    return Path(folder) / f"{graph.name}_{graph.input_tag}_b{batch_size}.json"
+
+
+def analytic_profile(graph: LayerGraph, batch_size: int) -> Profile:
+    """A profile from the layer graph's exact FLOP counts (no timing, no TensorFlow)."""
+    d = 4
+    layers = [
+        LayerCost(
+            name=layer.name,
+            forward_ms=0.0,
+            backward_ms=0.0,
+            flops=int(layer.flops),
+            params=int(layer.params),
+            activation_bytes=int(batch_size * d * _prod(layer.output_shape)),
+        )
+        for layer in graph.layers
+    ]
+    return Profile(
+        model=graph.name,
+        input_shape=graph.input_shape,
+        batch_size=batch_size,
+        mode="analytic",
+        fingerprint=graph.fingerprint(),
+        layers=layers,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    out = 1
+    for v in shape:
+        out *= int(v)
+    return out
