@@ -1,0 +1,59 @@
+"""The ``hgpart`` command line: one typer app, one module per command group.
+
+Each command module in :mod:`hgpart.commands` registers its commands on
+:data:`app` when imported. Errors a user can cause (:class:`HgpartError`) are
+printed as one red line and exit with code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from hgpart.errors import HgpartError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="hgpart",
+    help="Model parallelism for CNNs chosen by hypergraph partitioning: profile, build, partition, train, compare.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+#: command modules, imported in pipeline order
+COMMAND_MODULES = [
+    "hgpart.commands.model_cmds",
+    "hgpart.commands.partition_cmds",
+    "hgpart.commands.compare_cmds",
+    "hgpart.commands.train_cmds",
+]
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _register()
+    try:
+        app(args=argv, standalone_mode=True)
+    except HgpartError as exc:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[bold red]error:[/] {exc.line()}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
