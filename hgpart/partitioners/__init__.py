@@ -33,6 +33,9 @@ __all__ = ["PartitionResult", "BACKENDS", "partition", "available_backends"]
 BACKENDS: dict[str, str] = {
     "kahypar": "hgpart.partitioners.kahypar_backend",
     "mtkahypar": "hgpart.partitioners.mtkahypar_backend",
+    "layerwise": "hgpart.partitioners.layerwise",
+    "horizontal": "hgpart.partitioners.horizontal",
+    "incremental": "hgpart.partitioners.incremental",
 }
 
 
