@@ -1,0 +1,136 @@
+"""Model sources: zoo names, ``keras:<Application>`` names and ``.keras`` files.
+
+Usage::
+
+    from hgpart.models import load_graph, parse_input
+    graph = load_graph("vgg16", input_shape=parse_input("224"))
+    graph = load_graph("keras:ResNet50", input_shape=(224, 224, 3), num_classes=10)
+    graph = load_graph("my_model.keras")
+
+One function per job: :func:`parse_input` reads the ``--input`` option,
+:func:`load_keras_model` returns a Keras model, :func:`load_graph` converts it.
+Keras is imported lazily, inside the loaders.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hgpart.errors import HgpartError
+from hgpart.layergraph import LayerGraph
+
+__all__ = ["parse_input", "load_keras_model", "load_graph", "model_name"]
+
+KERAS_PREFIX = "keras:"
+
+
+def parse_input(text: str | int | tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``"224"`` -> (224, 224, 3); ``"32x32x1"`` -> (32, 32, 1); ``"28x28"`` -> (28, 28, 3)."""
+    if text is None or isinstance(text, tuple):
+        return text
+    raw = str(text).strip().lower()
+    try:
+        parts = [int(p) for p in raw.replace("*", "x").replace(",", "x").split("x") if p]
+    except ValueError:
+        parts = []
+    if len(parts) == 1:
+        parts = [parts[0], parts[0], 3]
+    elif len(parts) == 2:
+        parts = [parts[0], parts[1], 3]
+    if len(parts) != 3 or min(parts) < 1:
+        raise HgpartError(
+            f"cannot read input size {text!r}", where="--input",
+            fix="write e.g. 224 (224x224x3), 32x32x1 or 28x28",
+        )
+    return tuple(parts)
+
+
+def model_name(spec: str) -> str:
+    """The graph name for a model spec: zoo name, application name, or the file stem."""
+    if spec.startswith(KERAS_PREFIX):
+        return spec[len(KERAS_PREFIX):].lower()
+    if spec.endswith(".keras"):
+        return Path(spec).stem
+    return spec
+
+
+def load_keras_model(spec: str, input_shape: tuple[int, ...] | None = None, num_classes: int | None = None) -> Any:
+    """Build or load the Keras model named by ``spec``."""
+    if spec.startswith(KERAS_PREFIX):
+        return _application(spec[len(KERAS_PREFIX):], input_shape, num_classes)
+    if spec.endswith(".keras") or "/" in spec or Path(spec).suffix:
+        return _from_file(spec, input_shape, num_classes)
+    from hgpart.zoo import build_model
+
+    return build_model(spec, input_shape=input_shape, num_classes=num_classes)
+
+
+def load_graph(
+    spec: str, input_shape: tuple[int, ...] | None = None, num_classes: int | None = None
+) -> LayerGraph:
+    """The layer graph of ``spec``, named after the model."""
+    from hgpart.frontend import layer_graph_from_keras
+
+    model = load_keras_model(spec, input_shape=input_shape, num_classes=num_classes)
+    return layer_graph_from_keras(model, name=model_name(spec))
+
+
+def _application(app: str, input_shape: tuple[int, ...] | None, num_classes: int | None) -> Any:
+    import keras
+
+    ctor = getattr(keras.applications, app, None)
+    if ctor is None or not callable(ctor) or app[:1].islower():
+        names = sorted(n for n in dir(keras.applications) if n[:1].isupper())
+        raise HgpartError(
+            f"keras.applications has no model {app!r}", where="--model",
+            fix="choose one of " + ", ".join(names),
+        )
+    kwargs: dict[str, Any] = {"weights": None, "include_top": True}
+    if input_shape is not None:
+        kwargs["input_shape"] = tuple(input_shape)
+    if num_classes is not None:
+        kwargs["classes"] = int(num_classes)
+    try:
+        return ctor(**kwargs)
+    except ValueError as exc:
+        raise HgpartError(
+            f"keras.applications.{app} refused input {input_shape} / classes {num_classes}: "
+            f"{str(exc).splitlines()[0]}",
+            where="--model", fix="use an input size the application accepts (often at least 32x32)",
+        ) from None
+
+
+def _from_file(spec: str, input_shape: tuple[int, ...] | None, num_classes: int | None) -> Any:
+    path = Path(spec)
+    if not path.is_file():
+        raise HgpartError(
+            f"model file {spec!r} does not exist", where="--model",
+            fix="pass a zoo name, keras:<Application>, or an existing .keras file",
+        )
+    if path.suffix != ".keras":
+        raise HgpartError(f"model file {spec!r} is not a .keras file", where="--model",
+                          fix="save the model with model.save('name.keras')")
+    import keras
+
+    try:
+        model = keras.models.load_model(path, compile=False)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a user-facing bad file
+        first = (str(exc).splitlines() or [exc.__class__.__name__])[0]
+        raise HgpartError(
+            f"cannot read model file {spec!r} ({exc.__class__.__name__}: {first[:200]})",
+            where="--model", fix="the file is truncated, corrupt or needs custom objects; re-save it",
+        ) from None
+    if input_shape is not None:
+        have = tuple(int(v) for v in model.inputs[0].shape[1:] if v is not None)
+        if have != tuple(input_shape):
+            raise HgpartError(
+                f"model file {spec!r} has input shape {list(have)}, not {list(input_shape)}",
+                where="--input", fix="omit --input for a .keras file",
+            )
+    if num_classes is not None and int(model.outputs[0].shape[-1]) != int(num_classes):
+        raise HgpartError(
+            f"model file {spec!r} has {int(model.outputs[0].shape[-1])} classes, not {num_classes}",
+            where="--classes", fix="omit --classes for a .keras file",
+        )
+    return model
