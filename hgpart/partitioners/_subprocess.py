@@ -1,0 +1,79 @@
+"""Run a (Mt-)KaHyPar child process on a scaled hypergraph and read its partition back.
+
+Usage::
+
+    parts, info = run_child("kahypar", sh, k=4, epsilon=0.1, seed=1, config=ini_path)
+
+Shared by both backends: writes the hMetis file to a private temporary
+folder, starts ``python -m hgpart.partitioners._kahypar_child``, enforces the
+time limit by killing the child, and turns any failure (crash, ``exit()``,
+timeout, unreadable output) into one :class:`HgpartError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hgpart.errors import HgpartError
+from hgpart.formats import write_hmetis
+from hgpart.partitioners.scaling import ScaledHypergraph
+
+__all__ = ["run_child"]
+
+
+def run_child(
+    tool: str,
+    sh: ScaledHypergraph,
+    *,
+    k: int,
+    epsilon: float,
+    seed: int,
+    config: str,
+    threads: int = 1,
+    time_limit: float | None = None,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Partition ``sh`` with ``tool`` in a child process; returns (parts, child info incl. ``km1``)."""
+    with tempfile.TemporaryDirectory(prefix="hgpart-") as tmp:
+        d = Path(tmp)
+        t0 = time.perf_counter()
+        write_hmetis(sh, d / "graph.hgr")
+        write_seconds = time.perf_counter() - t0
+        cmd = [
+            sys.executable, "-m", "hgpart.partitioners._kahypar_child",
+            "--tool", tool, "--hgr", str(d / "graph.hgr"), "--k", str(k), "--epsilon", repr(float(epsilon)),
+            "--seed", str(int(seed)), "--config", config, "--threads", str(int(threads)),
+            "--parts", str(d / "parts.bin"), "--result", str(d / "result.json"),
+        ]
+        env = dict(os.environ)
+        env.setdefault("OMP_NUM_THREADS", str(threads))
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit, env=env)
+        except subprocess.TimeoutExpired:
+            raise HgpartError(
+                f"{tool} did not finish within the time limit of {time_limit:g} s",
+                where=f"{sh.num_vertices}-vertex hypergraph, K = {k}",
+                fix="raise --time-limit, use a coarser grain or --group, or use --backend mtkahypar",
+            ) from None
+        if proc.returncode != 0 or not (d / "result.json").is_file():
+            tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+            raise HgpartError(
+                f"{tool} failed (exit code {proc.returncode}): {tail[:200]}",
+                where=f"{sh.num_vertices}-vertex hypergraph, K = {k}, epsilon = {epsilon}",
+                fix="check the hypergraph with `hgpart build`; report the model if it persists",
+            )
+        info = json.loads((d / "result.json").read_text())
+        parts = np.fromfile(d / "parts.bin", dtype="<i4").astype(np.int64)
+    if parts.shape != (sh.num_vertices,) or (parts.size and (parts.min() < 0 or parts.max() >= k)):
+        raise HgpartError(f"{tool} returned a malformed partition ({parts.size} entries)",
+                          fix="report this with the model and K")
+    info["write_seconds"] = write_seconds
+    return parts, info
