@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from hgpart.errors import HgpartError
-from hgpart.hypergraph import BROADCAST, DTYPE_BYTES, Hypergraph
+from hgpart.hypergraph import BROADCAST, DTYPE_BYTES, Hypergraph, sorted_unique
 
 __all__ = ["PartitionMetrics", "partition_metrics", "connectivity", "km1_bytes", "MIB", "OPTIMIZER_SLOTS"]
 
@@ -80,7 +80,7 @@ def _check_parts(hg: Hypergraph, parts: np.ndarray, k: int) -> np.ndarray:
 def connectivity(hg: Hypergraph, parts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per net: lambda (number of parts among its pins), plus the distinct (net, part) pairs."""
     pin_net = hg.pin_nets()
-    keys = np.unique(pin_net * k + parts[hg.net_pins])
+    keys = sorted_unique(pin_net * k + parts[hg.net_pins])
     net_of, part_of = np.divmod(keys, k)
     lam = np.bincount(net_of, minlength=hg.num_nets)
     return lam, net_of, part_of
