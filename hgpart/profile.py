@@ -59,6 +59,7 @@ class Profile:
     machine: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     repeats: int = 0
+    graph: dict[str, Any] | None = None  # the LayerGraph dict it was made for (optional, for downstream checks)
 
     @property
     def work_unit(self) -> str:
@@ -95,6 +96,7 @@ class Profile:
             "repeats": self.repeats,
             "machine": self.machine,
             "layers": [asdict(c) for c in self.layers],
+            **({"graph": self.graph} if self.graph is not None else {}),
         }
 
     def save(self, path: str | Path) -> Path:
@@ -118,6 +120,7 @@ class Profile:
                 machine=dict(d.get("machine", {})),
                 created=str(d.get("created", "")),
                 repeats=int(d.get("repeats", 0)),
+                graph=d.get("graph"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise HgpartError(f"malformed profile ({exc})", where=where, fix="regenerate it") from None

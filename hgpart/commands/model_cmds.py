@@ -1,0 +1,112 @@
+"""``hgpart info`` and ``hgpart profile``: look at a model's layer graph, measure its layers.
+
+Usage::
+
+    hgpart info --model vgg16 --input 224
+    hgpart profile --model vgg16 --input 224 --batch-size 32          # measured
+    hgpart profile --model minivgg --input 32 --batch-size 32 --analytic
+
+TensorFlow is imported only when a command runs, so the CLI starts quickly.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from hgpart.cli import app
+
+__all__ = ["info", "profile"]
+
+MODEL_HELP = "zoo name (vgg16, resnet18, minivgg, ...), keras:<Application> (e.g. keras:VGG16), or a .keras file"
+INPUT_HELP = "input size: 224 (=224x224x3), 32x32x1, ... (default: the model's own)"
+
+
+def _fmt_int(v: int) -> str:
+    return f"{v:,}"
+
+
+@app.command()
+def info(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
+    classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
+) -> None:
+    """Print the layer graph: layers, kinds, shapes, parameters, FLOPs, totals and fingerprint."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from hgpart.models import load_graph, parse_input
+
+    graph = load_graph(model, input_shape=parse_input(input), num_classes=classes)
+    table = Table(title=f"{graph.name}  input {list(graph.input_shape)}  classes {graph.num_classes}")
+    for col, justify in [("#", "right"), ("layer", "left"), ("kind", "left"), ("inputs", "left"),
+                         ("output", "left"), ("params", "right"), ("MFLOP", "right")]:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for i, layer in enumerate(graph.layers):
+        table.add_row(
+            str(i), layer.name, layer.kind, ", ".join(layer.inputs), "x".join(map(str, layer.output_shape)),
+            _fmt_int(layer.params), f"{layer.flops / 1e6:,.2f}",
+        )
+    total_flops = sum(layer.flops for layer in graph.layers)
+    table.add_section()
+    table.add_row("", "total", f"{len(graph.layers)} layers", "", "", _fmt_int(graph.total_params),
+                  f"{total_flops / 1e6:,.2f}")
+    console = Console()
+    console.print(table)
+    console.print(
+        f"vertex layers: {len(graph.vertex_layers)}   forward GFLOP/sample: {total_flops / 1e9:.3f}   "
+        f"fingerprint: {graph.fingerprint()}",
+        highlight=False,
+    )
+
+
+@app.command()
+def profile(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
+    classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
+    batch_size: int = typer.Option(32, "--batch-size", "-b", help="batch size B"),
+    repeats: int = typer.Option(5, "--repeats", help="timed repeats per layer (the median is kept)"),
+    warmup: int = typer.Option(2, "--warmup", help="untimed calls per layer before timing"),
+    analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of timing (no measurement)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="output (default profiles/<model>_<input>_b<B>.json)"),
+    threads: int | None = typer.Option(None, "--threads", help="TensorFlow intra/inter-op threads (default: TF's)"),
+) -> None:
+    """Measure each layer's forward and backward time (or count FLOPs) and write a profile file."""
+    from rich.console import Console
+
+    from hgpart.errors import HgpartError
+    from hgpart.models import parse_input
+    from hgpart.profile import default_profile_path
+    from hgpart.profiler import configure_threads, profile_model
+
+    if batch_size < 1:
+        raise HgpartError(f"batch size must be positive, got {batch_size}", where="--batch-size")
+    configure_threads(threads)
+    started = time.perf_counter()
+    prof = profile_model(
+        model, input_shape=parse_input(input), num_classes=classes, batch_size=batch_size,
+        repeats=repeats, warmup=warmup, analytic=analytic,
+    )
+    from hgpart.layergraph import LayerGraph
+
+    graph = LayerGraph.from_dict(prof.graph) if prof.graph else None
+    path = out if out is not None else default_profile_path(graph, batch_size) if graph else Path("profile.json")
+    prof.save(path)
+    wall = time.perf_counter() - started
+    console = Console()
+    if prof.mode == "measured":
+        fwd = sum(c.forward_ms for c in prof.layers)
+        bwd = sum(c.backward_ms for c in prof.layers)
+        console.print(
+            f"{prof.model} input {list(prof.input_shape)} batch {batch_size}: forward {fwd:,.1f} ms + "
+            f"backward {bwd:,.1f} ms = {fwd + bwd:,.1f} ms per step (sum of layers, median of {repeats})",
+            highlight=False,
+        )
+    else:
+        total = sum(prof.work().values())
+        console.print(f"{prof.model} batch {batch_size}: analytic work {total:,.1f} MFLOP per step", highlight=False)
+    console.print(f"wrote {path}  (fingerprint {prof.fingerprint}, wall {wall:.1f} s)", highlight=False)
