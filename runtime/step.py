@@ -1,0 +1,166 @@
+"""One training step of a partitioned model: forward, collocated gradients, per-device optimizer updates.
+
+Usage::
+
+    opt = OptimizerSpec("adam", lr=1e-3)
+    step = TrainStep(pm, opt, batch_size=32, micro_batches=1)
+    loss = step(x, y)          # numpy in, float out; thread-safe (the async pipeline calls it concurrently)
+
+Collocation: gradients come from ``tf.gradients`` inside one ``tf.function`` graph, which places every gradient
+op with its forward op, so a variable's gradient is computed on the device that holds the variable; the update
+math (SGD with momentum or Adam, written with raw ops, the same formulas as Keras 3) runs under that variable's
+``tf.device`` with its slots created there. Each device keeps its own Adam step counter.
+
+Micro-batches: the mini-batch is split into ``micro_batches`` equal parts, each with its own forward pass
+(BatchNorm uses that micro-batch's statistics, as Keras would when called on it), and the loss is their mean, so
+one ``tf.gradients`` call accumulates the gradients and one update is applied per mini-batch. Independent
+micro-batches run concurrently on the devices (a synchronous pipeline). BatchNorm moving statistics are updated
+once per micro-batch in order, exactly as sequential Keras calls would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hgpart.runtime.partitioned import PartitionedModel, PartVariable
+
+from hgpart.errors import HgpartError
+
+__all__ = ["OptimizerSpec", "TrainStep", "OPTIMIZERS"]
+
+OPTIMIZERS = ("momentum", "adam")
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """SGD with momentum (Keras ``SGD(momentum=...)``) or Adam (Keras ``Adam``), with Keras's defaults."""
+
+    name: str = "adam"
+    lr: float = 1e-3
+    momentum: float = 0.9
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-7
+
+    def __post_init__(self) -> None:
+        if self.name not in OPTIMIZERS:
+            raise HgpartError(f"unknown optimizer {self.name!r}", where="--optimizer", fix=f"use one of {OPTIMIZERS}")
+        if not self.lr > 0:
+            raise HgpartError(f"learning rate {self.lr} must be > 0", where="--lr")
+
+    def keras(self) -> Any:
+        """The equivalent Keras optimizer (for single-device reference training)."""
+        import keras
+
+        if self.name == "adam":
+            return keras.optimizers.Adam(self.lr, beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+        return keras.optimizers.SGD(self.lr, momentum=self.momentum)
+
+
+class TrainStep:
+    """A compiled training step over the partitioned model (see the module docstring)."""
+
+    def __init__(self, pm: PartitionedModel, opt: OptimizerSpec, *, batch_size: int, micro_batches: int = 1) -> None:
+        import tensorflow as tf
+
+        if micro_batches < 1 or batch_size % micro_batches:
+            raise HgpartError(f"batch size {batch_size} is not a multiple of {micro_batches} micro-batches",
+                              where="train", fix="choose a batch size divisible by the number of micro-batches")
+        self.pm, self.opt = pm, opt
+        self.batch_size, self.micro = int(batch_size), int(micro_batches)
+        self.slots: dict[int, list[Any]] = {}
+        self.counters: dict[str, Any] = {}
+        for i, pv in enumerate(pm.trainable):
+            dev = pm.devices[pv.part]
+            with tf.device(dev):
+                n = 1 if opt.name == "momentum" else 2
+                self.slots[i] = [tf.Variable(tf.zeros_like(pv.var), trainable=False,
+                                             name=f"{pv.var.name.split(':')[0]}_slot{s}") for s in range(n)]
+                if dev not in self.counters:
+                    self.counters[dev] = tf.Variable(0.0, trainable=False, name=f"adam_step_p{pv.part}")
+        shape = (self.batch_size, *pm.graph.input_shape)
+        self._fn = tf.function(self._step)
+        self.concrete = self._fn.get_concrete_function(
+            tf.TensorSpec(shape, tf.float32), tf.TensorSpec((self.batch_size,), tf.int32))
+
+    # ---------------------------------------------------------------- graph
+    def _step(self, x: Any, y: Any) -> Any:
+        import tensorflow as tf
+
+        pm = self.pm
+        loss_dev = pm.devices[pm.loss_part]
+        with tf.device(pm.host), tf.name_scope("feed/split"):
+            xs = tf.split(x, self.micro) if self.micro > 1 else [x]
+            ys = tf.split(y, self.micro) if self.micro > 1 else [y]
+        losses, stats = [], []
+        for i in range(self.micro):
+            bn: list = []
+            logits = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"fwd{i}")
+            stats.append(bn)
+            with tf.device(loss_dev), tf.name_scope("loss"):
+                ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ys[i], logits=logits)
+                losses.append(tf.reduce_mean(ce))
+        with tf.device(loss_dev), tf.name_scope("loss"):
+            loss = tf.add_n(losses) / float(self.micro) if self.micro > 1 else losses[0]
+        tvars = pm.trainable
+        grads = tf.gradients(loss, [pv.var for pv in tvars])
+        for i, (pv, g) in enumerate(zip(tvars, grads, strict=True)):
+            if g is None:
+                continue
+            with tf.device(pm.devices[pv.part]), tf.name_scope(f"update/{pv.layer}"):
+                self._apply(pv, g, self.slots[i])
+        for dev, c in self.counters.items():
+            with tf.device(dev), tf.name_scope("update/step"):
+                c.assign_add(1.0)
+        self._bn_updates(stats)
+        return loss
+
+    def _apply(self, pv: PartVariable, g: Any, slots: list[Any]) -> None:
+        """Keras 3's update formulas, on the variable's device."""
+        import tensorflow as tf
+
+        o = self.opt
+        w = pv.var
+        if o.name == "momentum":
+            (m,) = slots
+            m_new = m * o.momentum - g * o.lr
+            m.assign(m_new)
+            w.assign_add(m_new)
+            return
+        m, v = slots
+        t = self.counters[self.pm.devices[pv.part]] + 1.0
+        b1p = tf.pow(o.beta_1, t)
+        b2p = tf.pow(o.beta_2, t)
+        alpha = o.lr * tf.sqrt(1.0 - b2p) / (1.0 - b1p)
+        m_new = m + (g - m) * (1.0 - o.beta_1)
+        v_new = v + (tf.square(g) - v) * (1.0 - o.beta_2)
+        m.assign(m_new)
+        v.assign(v_new)
+        w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
+
+    def _bn_updates(self, stats: list[list]) -> None:
+        """Apply every micro-batch's moving-statistics update in order, on the statistic's device."""
+        import tensorflow as tf
+
+        if not stats or not stats[0]:
+            return
+        for j in range(len(stats[0])):
+            mm, mv, _, _, mom = stats[0][j]
+            with tf.device(self.pm.devices[mm.part]), tf.name_scope("update/bn"):
+                a, b = mm.var.read_value(), mv.var.read_value()
+                for s in stats:
+                    a = a * mom + s[j][2] * (1.0 - mom)
+                    b = b * mom + s[j][3] * (1.0 - mom)
+                mm.var.assign(a)
+                mv.var.assign(b)
+
+    # ------------------------------------------------------------------ call
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> float:
+        import tensorflow as tf
+
+        with tf.device(self.pm.host):
+            xt = tf.constant(np.asarray(x, np.float32))
+            yt = tf.constant(np.asarray(y, np.int32))
+        return float(self.concrete(xt, yt).numpy())
