@@ -36,6 +36,7 @@ BACKENDS: dict[str, str] = {
     "layerwise": "hgpart.partitioners.layerwise",
     "horizontal": "hgpart.partitioners.horizontal",
     "incremental": "hgpart.partitioners.incremental",
+    "exact": "hgpart.partitioners.exact",
 }
 
 

@@ -1,0 +1,522 @@
+"""Exact coarse-grain partitioning: an integer program over per-layer part counts (HiGHS via scipy).
+
+Usage::
+
+    from hgpart.partitioners import partition
+    res = partition(hg, k=4, backend="exact", epsilon=0.1, time_limit=60)
+    res.objective_bytes, res.lower_bound_bytes   # placement found, proven lower bound on km1
+
+    from hgpart.partitioners.exact import coarse_lower_bound
+    bound, best = coarse_lower_bound(hg, 4, 0.1, 30.0)
+
+Why counts suffice
+------------------
+In the coarse (filter) grain every filter of a Conv2D/Dense layer has the same
+weight and reads every channel of its input, so the filters of one layer are
+interchangeable: a partition is described, up to relabelling filters, by
+``x[c, p]`` = how many *columns* of class ``c`` sit on part ``p``. The
+symmetry is not assumed, it is verified on the :class:`Hypergraph` itself
+(:func:`analyze`), and the backend refuses with a clear error when it fails.
+
+* A net (feature map) has a root (producer vertex) and reader pins. Per
+  (net, block) the readers are either *full* (every vertex of the block is a
+  pin: Conv2D, Dense) or *partial* (a few: Add vertex ``j`` reads channel
+  ``j``, depthwise filter ``j`` reads channel ``j // multiplier``).
+* Partial readers tie vertices of different layers together. A *column* is a
+  connected component of "root - partial reader" links (one vertex for plain
+  VGG-like layers; for ResNet the conv output, the Add and the conv behind the
+  skip of one channel index). A column's *signature* is the tuple of (block,
+  group size) of its members; columns with equal signature form a *class*.
+  Checked per class: equal column weight (grouped blocks with a short last
+  group become a class of their own, so unequal group sizes are fine) and the
+  same multiset of net types rooted in every column, where a net type is
+  (root member, set of full-reader blocks, cost). Concat and Flatten need no
+  special case: a tensor whose channels come from several layers gives nets
+  rooted in several classes, each with the same full readers.
+
+The program (column model)
+--------------------------
+Variables, for classes ``c`` (``n_c`` columns, column weight ``W_c``),
+full-reader blocks ``b``, reader sets ``R`` (the full-reader blocks of a net),
+net types ``T`` (class ``c_T``, ``m_T`` nets per column, cost ``w_T`` bytes,
+readers ``R_T``), parts ``p, q``:
+
+* ``x[c,p]`` integer in ``[0, n_c]``, ``sum_p x[c,p] = n_c``;
+* ``y[b,p]`` binary, ``n_c * y[b,p] >= x[c,p]`` for every class ``c`` that
+  holds members of ``b`` ("b has a vertex on p");
+* ``z[R,q]`` binary, ``z[R,q] >= y[b,q]`` for ``b`` in ``R`` ("some reader
+  of the map is on q": the net's span is the union of its readers' parts);
+* ``s[T,q] >= 0``, ``s[T,q] >= m_T (n_c - x[c,q]) - m_T n_c (1 - z[R,q])``.
+
+A net rooted on part ``p`` costs ``w * (lambda - 1) = w * sum_{q != p} z[R,q]``
+(all partial readers share the root's column, hence its part). Summed over the
+nets of a type this is ``w * sum_q z[R,q] * (#roots not on q)``, bilinear in
+``z`` and ``x``; since ``z`` is binary and ``0 <= m(n - x) <= m n``, the
+constraint on ``s`` linearises it exactly (``s = m(n - x[c,q])`` when
+``z = 1``, ``0`` when ``z = 0``). Objective ``min sum_T w_T sum_q s[T,q]``;
+at the optimum ``y`` and ``z`` are the indicators, so the optimum *is* the
+minimum km1 over all placements whose columns are not split. Balance, as in
+the other backends: ``sum_c W_c x[c,p] <= (1 + eps) * total / K``. Part
+symmetry is broken by ordering the parts by the counts of the heaviest
+class, ``x[c*,0] >= x[c*,1] >= ...`` (any solution can be relabelled so).
+Counts are expanded to vertices with contiguous filters per part.
+
+Lower bound when columns have several members (Add, depthwise)
+---------------------------------------------------------------
+Keeping a column together is a restriction, so with partial readers the
+column model gives a placement (an upper bound) but not a proof. The
+*block model* gives the bound: every vertex is its own column (classes are
+(block, group size)), partial readers are dropped from the span and instead
+each net type ``T`` with a one-to-one partial reader block ``D`` adds
+``v_T >= w_T * M[T,D]`` where ``M = n - sum_p min(x[A,p], x[D,p])`` is the
+least number of columns whose reader is not on the root's part
+(``mm[p] <= x[A,p]``, ``mm[p] <= x[D,p]``), next to ``v_T >= w_T sum_q s[T,q]``.
+Per net ``lambda - 1 >= max(|Z \\ {p}|, [D not on p])`` and
+``sum max >= max sum``, so the block model's optimum (and HiGHS's dual bound
+on it) never exceeds the true optimum. For VGG-like models both models are
+the same program and the bound is tight.
+
+Scaling: HiGHS solves VGG16 (17 classes) at K = 2..8 to optimality in seconds;
+beyond that the time limit decides and the dual bound is reported (measured
+in ``benchmarks/partition_quality.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hgpart.errors import HgpartError
+from hgpart.hypergraph import BROADCAST, Hypergraph
+
+__all__ = [
+    "CoarseClasses",
+    "ExactSolution",
+    "analyze",
+    "solve_counts",
+    "expand_counts",
+    "coarse_lower_bound",
+    "run",
+]
+
+MIB = float(2**20)
+DEFAULT_TIME_LIMIT = 60.0
+
+
+@dataclass
+class NetType:
+    """Nets of one kind: rooted in class ``cls`` (``per_column`` per column), same readers and cost."""
+
+    cls: int
+    per_column: int
+    cost: float  # bytes per net
+    readers: tuple[int, ...]  # full-reader block ids
+    partial: tuple[int, ...] = ()  # block-model only: classes of one-to-one partial readers
+
+
+@dataclass
+class CoarseClasses:
+    """The count model of a coarse hypergraph: classes of interchangeable columns and their nets."""
+
+    members: list[np.ndarray]  # per class: (n_c, m_c) vertex ids, rows = columns
+    weight: np.ndarray  # per class: weight of one column
+    reader_classes: dict[int, list[int]]  # full-reader block -> classes holding its vertices
+    net_types: list[NetType]
+    split_columns: bool  # True when some column has several vertices (partial readers)
+    total_weight: float = 0.0
+    constant_bytes: float = 0.0  # km1 that no placement avoids (nets not modelled: none so far)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([m.shape[0] for m in self.members], dtype=np.int64)
+
+
+@dataclass
+class ExactSolution:
+    """Counts found by the solver, the objective it proved and its status."""
+
+    counts: np.ndarray  # (classes, K)
+    objective_bytes: float
+    bound_bytes: float
+    optimal: bool
+    status: str
+    seconds: float
+    info: dict[str, object] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ structure
+
+
+def _vertex_sizes(hg: Hypergraph) -> np.ndarray:
+    size = np.ones(hg.num_vertices, dtype=np.int64)
+    for b in hg.blocks:
+        size[b.start : b.stop] = b.group_sizes().astype(np.int64).ravel()
+    return size
+
+
+def analyze(hg: Hypergraph, *, columns: bool = True) -> CoarseClasses:
+    """Classes of interchangeable columns of a coarse hypergraph, verified from its blocks and nets.
+
+    ``columns=True`` merges partial readers with their roots (the column
+    model); ``columns=False`` keeps every vertex separate (the block model,
+    used for the lower bound).
+    """
+    if hg.grain != "coarse":
+        raise HgpartError(
+            f"the exact backend handles the coarse grain only, this hypergraph is {hg.grain}-grain",
+            where=f"model {hg.model}", fix="use --backend auto or mtkahypar for the fine grain",
+        )
+    if np.any(hg.net_kind != BROADCAST):
+        raise HgpartError("coarse hypergraph has reduction nets", where=f"model {hg.model}")
+    nv, nb = hg.num_vertices, len(hg.blocks)
+    vblock = np.empty(nv, dtype=np.int64)
+    bsize = np.array([b.size for b in hg.blocks], dtype=np.int64)
+    for i, b in enumerate(hg.blocks):
+        vblock[b.start : b.stop] = i
+    vsize = _vertex_sizes(hg)
+    pin_net = hg.pin_nets()
+    key = pin_net * nb + vblock[hg.net_pins]
+    ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    k_net, k_blk = np.divmod(ukey, nb)
+    root_blk = vblock[hg.net_root]
+    is_root_blk = k_blk == root_blk[k_net]
+    if np.any(cnt[is_root_blk] != 1):
+        n = int(k_net[is_root_blk & (cnt != 1)][0])
+        raise HgpartError(
+            f"net {n} has several pins in its producer's layer {hg.blocks[int(root_blk[n])].layer!r}",
+            where=f"model {hg.model}", fix="the exact backend needs a DAG of layers",
+        )
+    full = (~is_root_blk) & (cnt == bsize[k_blk])
+    partial = (~is_root_blk) & ~full
+    pin_partial = partial[inv]
+
+    # columns: connected components of root <-> partial reader links
+    if columns and pin_partial.any():
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        a = hg.net_root[pin_net[pin_partial]]
+        b = hg.net_pins[pin_partial]
+        adj = coo_matrix((np.ones(len(a)), (a, b)), shape=(nv, nv))
+        _, comp = connected_components(adj, directed=False)
+        split = True
+    else:
+        comp = np.arange(nv)
+        split = False
+
+    # signature of every column: sorted (block, size) of its members
+    order = np.lexsort((np.arange(nv), vblock, comp))
+    comp_sorted = comp[order]
+    starts = np.flatnonzero(np.r_[True, comp_sorted[1:] != comp_sorted[:-1]])
+    bounds = np.r_[starts, nv]
+    sig_of: dict[tuple[tuple[int, int], ...], int] = {}
+    col_class = np.empty(len(starts), dtype=np.int64)
+    class_rows: list[list[np.ndarray]] = []
+    for ci in range(len(starts)):
+        vs = order[bounds[ci] : bounds[ci + 1]]
+        sig = tuple(zip(vblock[vs].tolist(), vsize[vs].tolist(), strict=True))
+        c = sig_of.setdefault(sig, len(sig_of))
+        if c == len(class_rows):
+            class_rows.append([])
+        class_rows[c].append(vs)
+        col_class[ci] = c
+    members = [np.stack(rows) for rows in class_rows]
+    # column index of every vertex
+    col_of_vertex = np.empty(nv, dtype=np.int64)
+    col_of_vertex[order] = np.repeat(np.arange(len(starts)), np.diff(bounds))
+
+    weight = np.empty(len(members))
+    for c, mem in enumerate(members):
+        w = hg.vertex_weight[mem].sum(axis=1)
+        scale = max(float(np.abs(w).max()), 1e-300)
+        if float(w.max() - w.min()) > 1e-6 * scale:
+            blk = hg.blocks[int(vblock[mem[0, 0]])]
+            raise HgpartError(
+                f"the filters of layer {blk.layer!r} do not all have the same work "
+                f"({float(w.min()):.6g} .. {float(w.max()):.6g})",
+                where=f"model {hg.model}", fix="the exact backend needs interchangeable filters; use mtkahypar",
+            )
+        weight[c] = float(w.mean())
+
+    # full readers of every net, as a tuple of blocks
+    readers_of_net: list[list[int]] = [[] for _ in range(hg.num_nets)]
+    for n, bl in zip(k_net[full].tolist(), k_blk[full].tolist(), strict=True):
+        readers_of_net[n].append(bl)
+    reader_classes: dict[int, list[int]] = {}
+    for bl in sorted(set(k_blk[full].tolist())):
+        b = hg.blocks[bl]
+        reader_classes[bl] = sorted(set(col_class[col_of_vertex[b.start : b.stop]].tolist()))
+
+    # partial-reader classes per net (block model only): one-to-one links
+    partial_of_net: dict[int, list[int]] = {}
+    if not columns and partial.any():
+        pn, pb = k_net[partial], k_blk[partial]
+        ok1 = cnt[partial] == 1
+        pin_v = np.full(len(ukey), -1, dtype=np.int64)
+        pin_v[inv[pin_partial]] = hg.net_pins[pin_partial]
+        for n, bl, good, v in zip(pn.tolist(), pb.tolist(), ok1.tolist(), pin_v[partial].tolist(), strict=True):
+            if good:
+                partial_of_net.setdefault(n, []).append((bl, int(col_class[col_of_vertex[v]])))
+
+    # net types, and the check that every column of a class roots the same nets
+    type_of: dict[tuple, int] = {}
+    net_type = np.empty(hg.num_nets, dtype=np.int64)
+    for n in range(hg.num_nets):
+        r = int(hg.net_root[n])
+        c = int(col_class[col_of_vertex[r]])
+        tkey = (
+            c,
+            int(vblock[r]),
+            tuple(sorted(readers_of_net[n])),
+            float(hg.net_cost[n]),
+            tuple(sorted(partial_of_net.get(n, []))),
+        )
+        net_type[n] = type_of.setdefault(tkey, len(type_of))
+    net_types: list[NetType] = []
+    roots_col = col_of_vertex[hg.net_root]
+    for tkey, t in type_of.items():
+        c, rblk, readers, cost, part = tkey
+        cols = roots_col[net_type == t]
+        n_c = members[c].shape[0]
+        per = np.bincount(cols, minlength=len(starts))[np.flatnonzero(col_class == c)]
+        if per.min() != per.max():
+            raise HgpartError(
+                f"the filters of layer {hg.blocks[rblk].layer!r} feed different readers "
+                f"(maps of {cost:.0f} bytes read by {len(readers)} layers "
+                f"from {int((per > 0).sum())} of {n_c} filters)",
+                where=f"model {hg.model}", fix="the exact backend needs interchangeable filters; use mtkahypar",
+            )
+        partial_classes: tuple[int, ...] = ()
+        if part:
+            # one-to-one only: every reader vertex of D serves exactly one net of this type
+            dcls = sorted({pc for _, pc in part})
+            if len(dcls) == 1 and members[dcls[0]].shape[0] == n_c and int(per[0]) == 1:
+                partial_classes = (dcls[0],)
+        net_types.append(NetType(cls=c, per_column=int(per[0]), cost=cost, readers=readers,
+                                 partial=partial_classes))
+    return CoarseClasses(
+        members=members,
+        weight=weight,
+        reader_classes=reader_classes,
+        net_types=net_types,
+        split_columns=split,
+        total_weight=float(hg.vertex_weight.sum()),
+    )
+
+
+# ------------------------------------------------------------------ program
+
+
+def solve_counts(
+    model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, mip_rel_gap: float = 1e-6
+) -> ExactSolution:
+    """Build and solve the integer program of the module docstring with HiGHS."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    t0 = time.perf_counter()
+    C = len(model.members)
+    n = model.sizes
+    K = int(k)
+    nvar = 0
+
+    def alloc(count: int) -> int:
+        nonlocal nvar
+        start = nvar
+        nvar += count
+        return start
+
+    x0 = alloc(C * K)
+    reader_blocks = sorted(model.reader_classes)
+    yidx = {b: alloc(K) for b in reader_blocks}
+    rsets = sorted({t.readers for t in model.net_types if t.readers})
+    zidx = {r: alloc(K) for r in rsets}
+    typed = [t for t in model.net_types if t.readers or t.partial]
+    sidx = [alloc(K) if t.readers else -1 for t in typed]
+    mix = [t for t in typed if t.partial]
+    vidx = {id(t): alloc(1) for t in mix}
+    mmidx = {id(t): alloc(K) for t in mix}
+
+    lo = np.zeros(nvar)
+    hi = np.full(nvar, np.inf)
+    integ = np.zeros(nvar, dtype=np.uint8)
+    cost = np.zeros(nvar)
+    for c in range(C):
+        hi[x0 + c * K : x0 + (c + 1) * K] = n[c]
+    integ[x0 : x0 + C * K] = 1
+    for b in reader_blocks:
+        hi[yidx[b] : yidx[b] + K] = 1
+        integ[yidx[b] : yidx[b] + K] = 1
+    for r in rsets:
+        hi[zidx[r] : zidx[r] + K] = 1
+        integ[zidx[r] : zidx[r] + K] = 1
+
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    rlo: list[float] = []
+    rhi: list[float] = []
+
+    def row(entries: list[tuple[int, float]], low: float, high: float) -> None:
+        r = len(rlo)
+        for col, val in entries:
+            rows.append(r)
+            cols.append(col)
+            vals.append(val)
+        rlo.append(low)
+        rhi.append(high)
+
+    def X(c: int, p: int) -> int:
+        return x0 + c * K + p
+
+    for c in range(C):
+        row([(X(c, p), 1.0) for p in range(K)], float(n[c]), float(n[c]))
+    cap = (1.0 + epsilon) * model.total_weight / K
+    for p in range(K):
+        row([(X(c, p), float(model.weight[c])) for c in range(C) if model.weight[c] != 0.0], -np.inf, cap)
+    for b in reader_blocks:
+        for c in model.reader_classes[b]:
+            for p in range(K):
+                row([(yidx[b] + p, float(n[c])), (X(c, p), -1.0)], 0.0, np.inf)
+    for r in rsets:
+        for b in r:
+            for p in range(K):
+                row([(zidx[r] + p, 1.0), (yidx[b] + p, -1.0)], 0.0, np.inf)
+    for t, s0 in zip(typed, sidx, strict=True):
+        m, nc = float(t.per_column), float(n[t.cls])
+        w = t.cost / MIB
+        if t.readers:
+            z = zidx[t.readers]
+            # s >= m(n - x) - m n (1 - z)  <=>  s + m x - m n z >= 0
+            for q in range(K):
+                row([(s0 + q, 1.0), (X(t.cls, q), m), (z + q, -m * nc)], 0.0, np.inf)
+        if not t.partial:
+            cost[s0 : s0 + K] += w
+            continue
+        v, mm = vidx[id(t)], mmidx[id(t)]
+        cost[v] = w
+        if t.readers:
+            row([(v, 1.0)] + [(s0 + q, -1.0) for q in range(K)], 0.0, np.inf)
+        d = t.partial[0]
+        for p in range(K):
+            row([(mm + p, 1.0), (X(t.cls, p), -1.0)], -np.inf, 0.0)
+            row([(mm + p, 1.0), (X(d, p), -1.0)], -np.inf, 0.0)
+        # v >= m * (n - sum mm)
+        row([(v, 1.0)] + [(mm + p, m) for p in range(K)], m * nc, np.inf)
+    # symmetry: parts ordered by the counts of the heaviest class
+    star = int(np.argmax(model.weight * n))
+    for p in range(K - 1):
+        row([(X(star, p), 1.0), (X(star, p + 1), -1.0)], 0.0, np.inf)
+
+    A = coo_matrix((vals, (rows, cols)), shape=(len(rlo), nvar)).tocsr()
+    res = milp(
+        cost,
+        constraints=LinearConstraint(A, np.array(rlo), np.array(rhi)),
+        integrality=integ,
+        bounds=Bounds(lo, hi),
+        options={"time_limit": float(max(time_limit, 0.1)), "mip_rel_gap": mip_rel_gap, "disp": False},
+    )
+    secs = time.perf_counter() - t0
+    bound = getattr(res, "mip_dual_bound", None)
+    bound_bytes = max(float(bound), 0.0) * MIB if bound is not None and np.isfinite(bound) else 0.0
+    info = {"variables": nvar, "constraints": len(rlo), "nodes": int(getattr(res, "mip_node_count", 0) or 0)}
+    if res.x is None:
+        if res.status == 2:  # infeasible
+            raise HgpartError(
+                f"no placement of whole filters meets the balance (1+{epsilon})*total/{K}",
+                where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
+            )
+        return ExactSolution(np.zeros((C, K), dtype=np.int64), float("inf"), bound_bytes, False,
+                             f"no incumbent ({res.message})", secs, info)
+    counts = np.rint(res.x[x0 : x0 + C * K]).astype(np.int64).reshape(C, K)
+    obj = float(res.fun) * MIB
+    optimal = res.status == 0
+    if optimal:
+        bound_bytes = max(bound_bytes, obj * (1.0 - mip_rel_gap))
+    return ExactSolution(counts, obj, min(bound_bytes, obj), optimal, str(res.message), secs, info)
+
+
+def expand_counts(hg: Hypergraph, model: CoarseClasses, counts: np.ndarray) -> np.ndarray:
+    """Per-vertex parts from class counts: contiguous columns per part, in vertex order."""
+    parts = np.zeros(hg.num_vertices, dtype=np.int64)
+    K = counts.shape[1]
+    for c, mem in enumerate(model.members):
+        col_part = np.repeat(np.arange(K), counts[c])
+        parts[mem] = col_part[:, None]
+    return parts
+
+
+def even_counts(model: CoarseClasses, k: int) -> np.ndarray:
+    """Every class split as evenly as possible (the layer-wise filter split); always near-balanced."""
+    n = model.sizes
+    base = n[:, None] // k
+    extra = (n % k)[:, None] > np.arange(k)[None, :]
+    return base + extra.astype(np.int64)
+
+
+# ------------------------------------------------------------------ public verbs
+
+
+def coarse_lower_bound(
+    hg: Hypergraph, k: int, epsilon: float, time_limit: float
+) -> tuple[float | None, float | None]:
+    """Proven lower bound on km1 (bytes) and the best km1 the program found, for balance ``epsilon``.
+
+    Returns ``(None, None)`` when the hypergraph is not a count-symmetric
+    coarse grain (the bound is then not computable this way). ``best`` is
+    None when the column model is not the true problem (Add/depthwise) or no
+    placement was found in time. Pass the imbalance a result actually reached
+    (``max(eps, Max/Avg - 1)``) to bound that result fairly.
+    """
+    try:
+        model = analyze(hg, columns=True)
+        split = model.split_columns
+        if split:
+            model = analyze(hg, columns=False)
+    except HgpartError:
+        return None, None
+    if k <= 1:
+        return 0.0, 0.0
+    sol = solve_counts(model, k, epsilon, time_limit=time_limit)
+    best = sol.objective_bytes if np.isfinite(sol.objective_bytes) and not split else None
+    return sol.bound_bytes, best
+
+
+def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
+    """Backend entry point (see :mod:`hgpart.partitioners`)."""
+    from hgpart.metrics import km1_bytes
+    from hgpart.partitioners import PartitionResult
+
+    t0 = time.perf_counter()
+    limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
+    model = analyze(hg, columns=True)
+    if model.split_columns:
+        sol = solve_counts(model, k, epsilon, time_limit=limit / 2)
+        relaxed = analyze(hg, columns=False)
+        lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0))
+        bound = lb.bound_bytes
+    else:
+        sol = solve_counts(model, k, epsilon, time_limit=limit)
+        bound = sol.bound_bytes
+    counts = sol.counts if np.isfinite(sol.objective_bytes) else even_counts(model, k)
+    parts = expand_counts(hg, model, counts)
+    obj = km1_bytes(hg, parts, k)
+    return PartitionResult(
+        parts=parts,
+        backend="exact",
+        seconds=time.perf_counter() - t0,
+        preset="highs",
+        backend_objective=obj,
+        objective_scale=1.0,
+        lower_bound_bytes=min(bound, obj),
+        info={
+            "optimal": bool(sol.optimal and not model.split_columns),
+            "status": sol.status,
+            "program_bytes": sol.objective_bytes,
+            "classes": len(model.members),
+            "column_model": model.split_columns,
+            **sol.info,
+        },
+    )
