@@ -1,0 +1,139 @@
+"""``hgpart compare``: every partitioning method of the thesis on one table (static comparison).
+
+Usage::
+
+    hgpart compare --model vgg16 --input 224 --profile profiles/vgg16_224_b32.json --k 2,4,8,16,32,64,128
+    hgpart compare --model minivgg --input 32 --analytic --k 2,4,8 --methods layerwise,hypergraph \\
+        --epsilon 0.03,0.1,0.15,0.2 --out reports/minivgg_compare --save-placements
+
+Prints the thesis-style tables (Tables 5.1-5.12 and 5.14 of Eserol 2019, with
+the thesis's values beside ours for VGG16 224x224x3 batch 32) and writes
+results.csv, epoch.csv, comparison.json, report.md and PNG plots into
+``--out``; with ``--save-placements`` also one placement file per method,
+grain, N and epsilon under ``<out>/placements``. ``--model`` also accepts a
+layer-graph JSON file (``LayerGraph.to_dict``), which needs no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from hgpart.cli import app
+
+__all__ = ["compare", "parse_int_list", "parse_float_list", "parse_name_list"]
+
+MODEL_HELP = "zoo name, keras:<Application>, .keras file or layer-graph .json"
+PROFILE_HELP = "profile file (default profiles/<model>_<input>_b<B>.json)"
+
+
+def parse_int_list(text: str, *, what: str) -> list[int]:
+    from hgpart.errors import HgpartError
+
+    try:
+        vals = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise HgpartError(f"cannot read {text!r} as a list of integers", where=what, fix="write e.g. 2,4,8") from None
+    if not vals or min(vals) < 1:
+        raise HgpartError(f"{what} needs positive integers, got {text!r}", where=what, fix="write e.g. 2,4,8")
+    return vals
+
+
+def parse_float_list(text: str, *, what: str) -> list[float]:
+    from hgpart.errors import HgpartError
+
+    try:
+        vals = [float(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise HgpartError(f"cannot read {text!r} as a list of numbers", where=what, fix="write e.g. 0.03,0.1") from None
+    if not vals:
+        raise HgpartError(f"{what} is empty", where=what, fix="write e.g. 0.1")
+    return vals
+
+
+def parse_name_list(text: str) -> list[str]:
+    return [v.strip().lower() for v in text.split(",") if v.strip()]
+
+
+def _load_graph(model: str, input: str | None, classes: int | None):  # noqa: ANN202 - LayerGraph, imported lazily
+    from hgpart.layergraph import LayerGraph
+
+    if model.endswith(".json"):
+        from hgpart.errors import HgpartError
+        from hgpart.fileio import read_json
+
+        graph = LayerGraph.from_dict(read_json(model, what="layer graph"))
+        if input is not None:
+            from hgpart.models import parse_input
+
+            if tuple(parse_input(input) or ()) != graph.input_shape:
+                raise HgpartError(f"--input {input} differs from the graph file's input {list(graph.input_shape)}",
+                                  where=model, fix="drop --input or export the graph at that size")
+        return graph
+    from hgpart.models import load_graph, parse_input
+
+    return load_graph(model, input_shape=parse_input(input), num_classes=classes)
+
+
+@app.command()
+def compare(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    input: str | None = typer.Option(None, "--input", "-i", help="input size: 224 (=224x224x3), 32x32x1, ..."),
+    classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
+    profile: Path | None = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
+    analytic: bool = typer.Option(False, "--analytic", help="use FLOP counts (no profile file needed)"),
+    batch_size: int = typer.Option(32, "--batch-size", "-b", help="batch size of the analytic profile"),
+    k: str = typer.Option("2,4,8,16,32,64,128", "--k", help="numbers of parts N, comma separated"),
+    methods: str = typer.Option("layerwise,horizontal,incremental,hypergraph", "--methods",
+                                help="any of layerwise,horizontal,incremental,hypergraph"),
+    grains: str = typer.Option("coarse,fine", "--grains", help="coarse, fine or coarse,fine"),
+    backend: str = typer.Option("mtkahypar", "--backend", help="hypergraph partitioner: mtkahypar or kahypar"),
+    preset: str | None = typer.Option(None, "--preset", help="partitioner preset (e.g. mtkahypar default, quality)"),
+    epsilon: str = typer.Option("0.1", "--epsilon", "-e", help="imbalance, or a list such as 0.03,0.1,0.15,0.2"),
+    seed: int = typer.Option(1, "--seed", help="partitioner seed"),
+    time_limit: float | None = typer.Option(None, "--time-limit", help="seconds per hypergraph run (backend limit)"),
+    budget: float | None = typer.Option(None, "--budget", help="skip the remaining hypergraph runs after this many s"),
+    images: int = typer.Option(64000, "--images", help="images per epoch for the per-epoch table (Table 5.14)"),
+    batch_sizes: str = typer.Option("16,32,64", "--batch-sizes", help="global batch sizes for the per-epoch table"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="report folder (default reports/<model>_compare)"),
+    save_placements: bool = typer.Option(False, "--save-placements", help="also write a placement file per result"),
+    no_plots: bool = typer.Option(False, "--no-plots", help="skip the PNG plots"),
+) -> None:
+    """Compare layer-wise, naive and hypergraph partitionings and data parallelism on one model."""
+    from rich.console import Console
+
+    from hgpart.compare.report import print_report, write_report
+    from hgpart.compare.static import run_static
+    from hgpart.errors import HgpartError
+    from hgpart.profile import Profile, analytic_profile, default_profile_path
+
+    started = time.perf_counter()
+    ks = parse_int_list(k, what="--k")
+    bss = parse_int_list(batch_sizes, what="--batch-sizes")
+    eps = parse_float_list(epsilon, what="--epsilon")
+    if images < 1:
+        raise HgpartError(f"--images must be positive, got {images}", where="--images")
+    graph = _load_graph(model, input, classes)
+    if analytic and profile is not None:
+        raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
+    if analytic:
+        prof, source = analytic_profile(graph, batch_size), "analytic"
+    else:
+        path = profile if profile is not None else default_profile_path(graph, batch_size)
+        if not Path(path).is_file():
+            raise HgpartError(f"profile {str(path)!r} does not exist", where="--profile",
+                              fix=f"run `hgpart profile --model {model}` first, or pass --analytic")
+        prof, source = Profile.load(path), str(path)
+    folder = out if out is not None else Path("reports") / f"{graph.name}_compare"
+    console = Console()
+    cmp = run_static(graph, prof, ks=ks, methods=parse_name_list(methods), grains=parse_name_list(grains),
+                     epsilons=eps, backend=backend, preset=preset, seed=seed, time_limit=time_limit,
+                     budget_seconds=budget, placements_dir=(folder / "placements") if save_placements else None,
+                     profile_source=source)
+    print_report(cmp, images=images, batch_sizes=bss, console=console)
+    paths = write_report(cmp, folder, images=images, batch_sizes=bss, plots=not no_plots)
+    n_place = sum(1 for r in cmp.results if r.placement)
+    console.print(f"wrote {len(paths)} report files to {folder}" + (f" and {n_place} placements" if n_place else "")
+                  + f" (total {time.perf_counter() - started:.1f} s)", highlight=False)
