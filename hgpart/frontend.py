@@ -31,8 +31,10 @@ a multiply-add counted as 2 (the convention of TensorFlow's own counter,
 * ``max_pool``/``avg_pool``: ``ph*pw*n`` (TF ``MaxPool``/``AvgPool``).
 * ``global_avg_pool``/``global_max_pool``: ``H*W*C`` (TF ``Mean``: one add per
   input element plus one divide per output minus the first add of each output).
-* ``batch_norm``: ``2*n`` (subtract mean, multiply by rsqrt(var+eps)) plus
-  ``n`` for ``scale`` and ``n`` for ``center``.
+* ``batch_norm`` (inference form, as TF executes it): per channel
+  ``a = gamma*rsqrt(var+eps)`` and ``b = beta - mean*a`` (``3*C`` for add and
+  rsqrt, ``+C`` with ``scale``, ``+2*C`` with ``center``), then ``x*a + b``:
+  ``2*n``.
 * ``activation``: ``n`` (one op per element; ``softmax`` 5 per element like TF's
   ``Softmax``; ``linear`` 0). TF's counter registers no FLOPs for ``Relu``:
   this is the one deliberate difference, so activations are not free here.
@@ -297,7 +299,8 @@ def _convert(op: Any, node: Any, names: dict[int, str], where: str) -> Layer:
             epsilon=float(cfg["epsilon"]), center=bool(cfg["center"]), scale=bool(cfg["scale"]),
             momentum=float(cfg["momentum"]),
         )
-        flops = (2 + int(bool(cfg["center"])) + int(bool(cfg["scale"]))) * n_out
+        c = out_shape[-1]
+        flops = 2 * n_out + (3 + int(bool(cfg["scale"])) + 2 * int(bool(cfg["center"]))) * c
     elif kind == "activation":
         act, extra = _activation_layer(op, cls, cfg, where)
         config.update(activation=act, **extra)
