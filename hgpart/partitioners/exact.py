@@ -503,6 +503,12 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     counts = sol.counts if np.isfinite(sol.objective_bytes) else even_counts(model, k)
     parts = expand_counts(hg, model, counts)
     obj = km1_bytes(hg, parts, k)
+    if model.split_columns and np.isfinite(lb.objective_bytes):
+        # the block model's counts, columns laid out contiguously (aligned wherever counts agree)
+        alt = expand_counts(hg, relaxed, lb.counts)
+        alt_obj = km1_bytes(hg, alt, k)
+        if alt_obj < obj:
+            parts, obj = alt, alt_obj
     return PartitionResult(
         parts=parts,
         backend="exact",
