@@ -19,7 +19,9 @@ A method that cannot make N parts (N above the vertex count, layer-wise with
 N above the number of vertex layers) is recorded with status ``"not
 possible"`` and the reason; it is a result, not an error. With
 ``budget_seconds`` the remaining hypergraph runs are recorded as
-``"skipped"`` once the budget is spent, saying so.
+``"skipped"`` once the budget is spent, saying so; ``skip(method, grain, k,
+epsilon)`` may return a reason to skip any other cell (e.g. a benchmark that
+cannot afford fine-grain runs at every N).
 
 The thesis's value sits beside ours (``thesis``) only for VGG16 at 224x224x3,
 batch 32, the configuration it measured.
@@ -227,6 +229,7 @@ def run_static(
     seed: int = 1,
     time_limit: float | None = None,
     budget_seconds: float | None = None,
+    skip: Callable[[str, str, int, float | None], str] | None = None,
     placements_dir: str | Path | None = None,
     profile_source: str = "",
     progress: bool = True,
@@ -257,8 +260,10 @@ def run_static(
                                               work_unit=profile.work_unit)
                 hg_info[grain] = hgs[grain].summary()
             hg = hgs[grain]
+            why = (skip(method, grain, k, eps) if skip is not None else "") or _budget_reason(
+                method, budget_seconds, t_start)
             res = _run_one(graph, hg, method, grain, k, eps, backend=backend, preset=preset, seed=seed,
-                           time_limit=time_limit, skip_reason=_budget_reason(method, budget_seconds, t_start))
+                           time_limit=time_limit, skip_reason=why)
             if applies and res.status == "ok":
                 res.thesis = _thesis_cells(method, grain, eps, k)
             if res.status == "ok" and placements_dir is not None:
