@@ -121,3 +121,11 @@ def test_compare_command_user_errors(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["compare", "--model", str(gpath), "--profile", str(tmp_path / "missing.json"), "--k", "2"])
     assert exc.value.code == 2
+
+
+def test_backend_time_limit_is_recorded_as_failed() -> None:
+    g = tiny_vgg()
+    cmp = run_static(g, analytic_profile(g, 4), ks=[2], methods=["hypergraph"], grains=["coarse"],
+                     time_limit=1e-4, progress=False)
+    (r,) = cmp.results
+    assert r.status == "failed" and "time limit" in r.reason and r.metrics is None

@@ -71,7 +71,7 @@ class StaticResult:
     grain: str
     k: int
     epsilon: float | None
-    status: str  # "ok" | "not possible" | "skipped"
+    status: str  # "ok" | "not possible" | "skipped" | "failed" (a backend error or time limit, with the reason)
     reason: str = ""
     backend: str = ""
     seconds: float = 0.0
@@ -315,8 +315,15 @@ def _run_one(graph: LayerGraph, hg: Hypergraph, method: str, grain: str, k: int,
         return StaticResult(method, grain, k, eps, "skipped", reason=skip_reason, backend=backend)
     be = backend if method == "hypergraph" else method
     t0 = time.perf_counter()
-    res = partition(hg, k=k, backend=be, epsilon=eps if eps is not None else 0.0, seed=seed,
-                    preset=preset if method == "hypergraph" else None, time_limit=time_limit)
+    try:
+        res = partition(hg, k=k, backend=be, epsilon=eps if eps is not None else 0.0, seed=seed,
+                        preset=preset if method == "hypergraph" else None, time_limit=time_limit)
+    except HgpartError as exc:
+        if method != "hypergraph":
+            raise
+        # one failed or timed-out backend run must not cost the rest of the grid: record it and go on
+        return StaticResult(method, grain, k, eps, "failed", reason=exc.line(), backend=be,
+                            seconds=time.perf_counter() - t0)
     seconds = time.perf_counter() - t0
     m = partition_metrics(hg, res.parts, k).to_dict()
     metrics = {key: m[key] for key in _METRIC_KEEP}
