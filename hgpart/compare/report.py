@@ -346,6 +346,16 @@ def _series(cmp: StaticComparison, col: str) -> list[tuple[str, list[int], list[
     return out
 
 
+def _n_axis(ax: Any, ks: Sequence[int]) -> None:
+    """Log2 N axis labelled with the N values themselves."""
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(list(ks)))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
 def _line_plot(cmp: StaticComparison, col: str, ylabel: str, title: str, path: Path, *, logy: bool) -> Path:
     import matplotlib
 
@@ -360,7 +370,7 @@ def _line_plot(cmp: StaticComparison, col: str, ylabel: str, title: str, path: P
         tv = [t for t in th if t is not None]
         if tv:
             ax.plot(tk, tv, marker="x", linestyle="--", color=color, alpha=0.6, label=f"{label} (thesis)")
-    ax.set_xscale("log", base=2)
+    _n_axis(ax, cmp.ks)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("N (parts)")
@@ -392,7 +402,7 @@ def _memory_plot(cmp: StaticComparison, path: Path) -> Path:
             dp_m.append(dp.memory_bytes / GIB)
     if dp_k:
         ax.plot(dp_k, dp_m, marker="s", color="black", linestyle=":", label="data parallelism (per device)")
-    ax.set_xscale("log", base=2)
+    _n_axis(ax, cmp.ks)
     ax.set_yscale("log")
     ax.set_xlabel("N (parts / devices)")
     ax.set_ylabel("GiB (params + Adam state + activations)")
