@@ -1,0 +1,95 @@
+"""Profiler: measured times are positive, files are named and checked, mismatching profiles are refused."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import json
+
+import pytest
+
+from hgpart.errors import HgpartError
+from hgpart.layergraph import LayerGraph
+from hgpart.models import load_graph
+from hgpart.profile import Profile, analytic_profile, default_profile_path
+from hgpart.profiler import machine_info, profile_model
+
+
+def test_measured_profile_minivgg(tmp_path) -> None:
+    prof = profile_model("minivgg", batch_size=4, repeats=1, warmup=1, progress=False)
+    graph = load_graph("minivgg")
+    prof.check(graph)
+    assert prof.mode == "measured" and prof.work_unit == "ms" and prof.batch_size == 4
+    assert [c.name for c in prof.layers] == [x.name for x in graph.layers]
+    for cost, layer in zip(prof.layers, graph.layers, strict=True):
+        if layer.kind == "input":
+            assert cost.forward_ms == 0 and cost.backward_ms == 0
+        else:
+            assert cost.forward_ms > 0, layer.name
+            assert cost.backward_ms >= 0, layer.name
+        assert cost.params == layer.params and cost.flops == layer.flops
+        assert cost.activation_bytes == 4 * 4 * int(__import__("math").prod(layer.output_shape))
+    convs = [c for c in prof.layers if c.name.endswith(("conv1", "conv2"))]
+    assert sum(c.backward_ms for c in convs) > 0
+    assert prof.machine["cpu_model"] and prof.machine["tensorflow"] and prof.machine["usable_cores"] >= 1
+    # saved and loaded, with the embedded graph that downstream tools can check against
+    path = prof.save(default_profile_path(graph, 4, folder=tmp_path))
+    assert path.name == "minivgg_32_b4.json"
+    loaded = Profile.load(path)
+    assert loaded.graph is not None
+    assert LayerGraph.from_dict(loaded.graph).fingerprint() == graph.fingerprint() == loaded.fingerprint
+    assert loaded.work() == pytest.approx(prof.work())
+
+
+def test_branching_layers_get_one_tensor_per_input() -> None:
+    prof = profile_model("minires", batch_size=2, repeats=1, warmup=0, progress=False)
+    costs = {c.name: c for c in prof.layers}
+    assert costs["res_add"].forward_ms > 0 and costs["mix_concat"].forward_ms > 0
+
+
+def test_mismatching_profile_is_refused(tmp_path) -> None:
+    graph = load_graph("minivgg")
+    prof = analytic_profile(graph, 8)
+    path = prof.save(tmp_path / "p.json")
+    loaded = Profile.load(path)
+    loaded.check(graph)
+    others = [load_graph("lenet5"), load_graph("minivgg", num_classes=5), load_graph("minivgg", input_shape=(64, 64))]
+    for other in others:
+        with pytest.raises(HgpartError, match="fingerprint"):
+            loaded.check(other, path=str(path))
+
+
+def test_analytic_profile_is_flops_times_three(tmp_path) -> None:
+    prof = profile_model("lenet5", batch_size=8, analytic=True, progress=False)
+    graph = load_graph("lenet5")
+    assert prof.mode == "analytic" and prof.graph["fingerprint"] == graph.fingerprint()
+    work = prof.work()
+    assert work["conv1"] == pytest.approx(graph.layer("conv1").flops * 3 * 8 / 1e6)
+
+
+def test_cli_profile_and_info(tmp_path, capsys) -> None:
+    from hgpart.cli import main
+
+    out = tmp_path / "prof.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["profile", "--model", "lenet5", "--batch-size", "2", "--repeats", "1", "--warmup", "0",
+              "--out", str(out)])
+    assert exc.value.code == 0
+    data = json.loads(out.read_text())
+    assert data["format"] == "hgpart.profile/1" and data["model"] == "lenet5" and data["mode"] == "measured"
+    assert data["graph"]["fingerprint"] == data["fingerprint"]
+    with pytest.raises(SystemExit) as exc:
+        main(["info", "--model", "minires"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert "mix_concat" in text and load_graph("minires").fingerprint() in text
+    with pytest.raises(SystemExit) as exc:
+        main(["info", "--model", "nosuchnet"])
+    assert exc.value.code == 2
+
+
+def test_machine_info_fields() -> None:
+    info = machine_info()
+    assert set(info) >= {"cpu_model", "logical_cores", "tensorflow", "python", "date"}
