@@ -280,7 +280,7 @@ class PartitionedModel:
         views: dict[tuple[str, int], Any] = {}
         for layer in self.graph.layers:
             with tf.name_scope(f"{scope}/{layer.name}" if layer.kind != "input" else "feed/input"):
-                vals[layer.name] = self._layer(layer, x, vals, views, training, bn_stats)
+                vals[layer.name] = self._layer(layer, x, vals, views, training, bn_stats, scope)
         out = vals[self.graph.output_layer.name]
         with tf.name_scope("loss/gather"), tf.device(self.devices[self.loss_part]):
             parts = [out.tensors[q] for q in sorted(out.tensors)]
@@ -324,17 +324,19 @@ class PartitionedModel:
         return None if pv is None else pv.var
 
     def _layer(self, layer: Layer, x: Any, vals: dict[str, _Split], views: dict, training: bool,
-               bn_stats: list | None) -> _Split:
+               bn_stats: list | None, scope: str = "fwd") -> _Split:
         import tensorflow as tf
 
         cfg = layer.config
         kind = layer.kind
         lay = self.layout[layer.name]
-        if kind == "input":
+        if kind == "input":  # the host sends each part the input channels it owns (a feed, not model traffic)
             t = {}
             for q, idx in lay.items():
                 with tf.device(self.host):
-                    t[q] = x if idx.size == layer.out_channels and self.k == 1 else tf.gather(x, idx, axis=-1)
+                    piece = x if idx.size == layer.out_channels else tf.gather(x, idx, axis=-1)
+                with tf.device(self.devices[q]), tf.name_scope(f"{scope}/input/"):
+                    t[q] = tf.identity(piece)
             return _Split(t, lay, layer.out_channels)
         if kind in ("conv2d", "dense", "depthwise_conv2d") and not self._fine(layer):
             t = {}
