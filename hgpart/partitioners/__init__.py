@@ -37,6 +37,8 @@ BACKENDS: dict[str, str] = {
     "horizontal": "hgpart.partitioners.horizontal",
     "incremental": "hgpart.partitioners.incremental",
     "exact": "hgpart.partitioners.exact",
+    "block": "hgpart.partitioners.block",
+    "auto": "hgpart.partitioners.auto",
 }
 
 

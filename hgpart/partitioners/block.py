@@ -1,0 +1,202 @@
+"""Structured fine-grain placements (2-D checkerboard) and per-layer vertex grouping.
+
+Usage::
+
+    res = partition(hg, k=16, backend="block")            # checkerboard baseline, any grain
+    small, vmap = contract(hg, k=16)                      # grouped copy of a fine hypergraph
+    parts = vmap_parts[vmap]                               # grouped parts back to every vertex
+
+Checkerboard: in the fine grain every Conv2D is a dense filters x channels
+block of tasks. With ``K = a * b`` (``a`` the divisor of K nearest to
+sqrt(K)), filter rows are split into ``a`` contiguous bands and input-channel
+columns into ``b`` bands; task ``(f, c)`` goes to part ``band(f) * b +
+band(c)``, so every layer is spread evenly over all K parts (perfect balance
+for any profile) and a partial-sum reduction spans only ``b`` parts, a
+feature map only ``a`` parts plus its producer. The reduction vertex of
+filter ``f`` sits in its row band, at the column band its channel index has
+in the next layer, so the reading band already holds it. Dense layers,
+filters of coarse-grain layers and the input are split into K contiguous
+bands. It is the baseline the partitioners must beat and a start for
+refinement.
+
+Grouping: :func:`contract` merges, per layer, ``g_f`` consecutive filters
+and ``g_c`` consecutive channels into one vertex (chosen from K and the layer
+widths so each conv layer keeps about :data:`TARGET_PER_LAYER` vertices and at
+least 4K along each split axis when it can), sums vertex weights, maps pins,
+drops pins repeated within a net and nets inside one vertex, and merges nets
+with identical pin sets (costs added). Every placement of the small
+hypergraph is a placement of the full one with the same km1 restricted to
+unsplit groups, so partitioning it is a fast, honest approximation; the
+result is always expanded and measured at full resolution.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from hgpart.hypergraph import Hypergraph, VertexBlock
+
+__all__ = ["checkerboard_parts", "contract", "contract_with_map", "choose_groups", "run", "TARGET_PER_LAYER"]
+
+#: vertices a grouped conv layer keeps (about a 64 x 64 grid of tasks)
+TARGET_PER_LAYER = 4096
+
+
+def _grid(k: int) -> tuple[int, int]:
+    a = max(d for d in range(1, int(math.isqrt(k)) + 1) if k % d == 0)
+    return a, k // a  # a <= b
+
+
+def _bands(n: int, parts: int) -> np.ndarray:
+    """Band (0..parts-1) of each of n indices, contiguous and as even as possible."""
+    return (np.arange(n) * parts) // max(n, 1)
+
+
+def checkerboard_parts(hg: Hypergraph, k: int) -> np.ndarray:
+    """Checkerboard placement of ``hg`` (fine or coarse, grouped or not)."""
+    a, b = _grid(k)
+    parts = np.zeros(hg.num_vertices, dtype=np.int64)
+    for blk in hg.blocks:
+        if blk.role == "channel":
+            nfg, ncg = blk.shape
+            rows = _bands(nfg, a)
+            cols = _bands(ncg, b)
+            parts[blk.start : blk.stop] = (rows[:, None] * b + cols[None, :]).ravel()
+        elif blk.role == "reduce":
+            n = blk.size
+            # row band of the filter, column band = where this output channel is read next (by index)
+            parts[blk.start : blk.stop] = _bands(n, a) * b + _bands(n, b)
+        else:
+            parts[blk.start : blk.stop] = _bands(blk.size, k)
+    return parts
+
+
+def choose_groups(blk: VertexBlock, k: int, target: int = TARGET_PER_LAYER) -> tuple[int, ...]:
+    """Group sizes for one (ungrouped) block: about ``target`` vertices, >= 4K along each axis when possible."""
+    if len(blk.extent) == 1:
+        (f,) = blk.extent
+        keep = max(4 * k, int(math.isqrt(target)) * 4)
+        return (max(1, f // keep),)
+    f, c = blk.extent
+    side = max(int(math.isqrt(target)), 4 * k)
+    return (max(1, f // side), max(1, c // side))
+
+
+def contract(hg: Hypergraph, k: int, *, target: int = TARGET_PER_LAYER) -> tuple[Hypergraph, np.ndarray]:
+    """A grouped copy of ``hg`` and the map old vertex -> new vertex (see module docstring)."""
+    t0 = time.perf_counter()
+    vmap = np.empty(hg.num_vertices, dtype=np.int64)
+    blocks: list[VertexBlock] = []
+    nv = 0
+    # reduce blocks follow the filter grouping of their channel block
+    fgroup: dict[str, int] = {}
+    for blk in hg.blocks:
+        if blk.role == "channel":
+            fgroup[blk.layer] = choose_groups(blk, k, target)[0]
+    for blk in hg.blocks:
+        if any(g != 1 for g in blk.group):
+            grp = blk.group  # already grouped: keep as is
+            new = VertexBlock(blk.layer, blk.role, nv, blk.extent, grp)
+            vmap[blk.start : blk.stop] = nv + np.arange(blk.size)
+        else:
+            if blk.role == "reduce" and blk.layer in fgroup:
+                grp = (fgroup[blk.layer],)
+            elif blk.role == "input":
+                grp = (1,)
+            else:
+                grp = choose_groups(blk, k, target)
+            new = VertexBlock(blk.layer, blk.role, nv, blk.extent, grp)
+            if len(blk.extent) == 1:
+                vmap[blk.start : blk.stop] = new.vertex_of(np.arange(blk.extent[0]))
+            else:
+                f = np.arange(blk.extent[0])[:, None]
+                c = np.arange(blk.extent[1])[None, :]
+                vmap[blk.start : blk.stop] = new.vertex_of(f, c).ravel()
+        blocks.append(new)
+        nv = new.stop
+    out = contract_with_map(hg, vmap, blocks, merge_nets=True)
+    out.build_seconds = time.perf_counter() - t0
+    return out, vmap
+
+
+def contract_with_map(hg: Hypergraph, vmap: np.ndarray, blocks: list[VertexBlock], *, merge_nets: bool) -> Hypergraph:
+    """Merge vertices by ``vmap`` (old -> new, new ids laid out by ``blocks``); nets as in :func:`contract`."""
+    t0 = time.perf_counter()
+    nv = blocks[-1].stop if blocks else 0
+    weight = np.bincount(vmap, weights=hg.vertex_weight, minlength=nv)
+    params = np.bincount(vmap, weights=hg.vertex_params, minlength=nv)
+    act = np.bincount(vmap, weights=hg.vertex_act_bytes, minlength=nv)
+    pin_net = hg.pin_nets()
+    keys = np.unique(pin_net * nv + vmap[hg.net_pins])
+    pnet, pv = np.divmod(keys, nv)
+    cnt = np.bincount(pnet, minlength=hg.num_nets)
+    keep = cnt >= 2
+    pin_keep = keep[pnet]
+    pnet, pv = pnet[pin_keep], pv[pin_keep]
+    if not merge_nets:
+        ids = np.flatnonzero(keep)
+        new_id = np.full(hg.num_nets, -1, dtype=np.int64)
+        new_id[ids] = np.arange(len(ids))
+        pnet = new_id[pnet]
+        counts = np.bincount(pnet, minlength=len(ids))
+        net_ptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=net_ptr[1:])
+        return Hypergraph(
+            model=hg.model, grain=hg.grain, batch_size=hg.batch_size, work_unit=hg.work_unit,
+            vertex_weight=weight, vertex_params=params, vertex_act_bytes=act, net_ptr=net_ptr, net_pins=pv,
+            net_cost=hg.net_cost[ids], net_root=vmap[hg.net_root[ids]], net_kind=hg.net_kind[ids], blocks=blocks,
+            build_seconds=time.perf_counter() - t0, fingerprint=hg.fingerprint,
+        )
+    # merge nets with identical pin sets: two independent random hashes of the pin set
+    rng = np.random.default_rng(12345)
+    h1 = rng.integers(1, 2**62, size=nv, dtype=np.int64)
+    h2 = rng.integers(1, 2**62, size=nv, dtype=np.int64)
+    s1 = np.bincount(pnet, weights=(h1[pv] % 2**32).astype(np.float64), minlength=hg.num_nets)
+    s2 = np.bincount(pnet, weights=(h2[pv] % 2**32).astype(np.float64), minlength=hg.num_nets)
+    ids = np.flatnonzero(keep)
+    sig = np.stack([s1[ids], s2[ids], cnt[ids].astype(np.float64)], axis=1)
+    _, first, group_of = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+    group_of = group_of.ravel()
+    rep = ids[first]  # representative old net of each merged net
+    new_cost = np.bincount(group_of, weights=hg.net_cost[ids], minlength=len(rep))
+    new_id = np.full(hg.num_nets, -1, dtype=np.int64)
+    new_id[rep] = np.arange(len(rep))
+    sel = new_id[pnet] >= 0
+    pnet, pv = new_id[pnet[sel]], pv[sel]
+    order = np.lexsort((pv, pnet))
+    pnet, pv = pnet[order], pv[order]
+    counts = np.bincount(pnet, minlength=len(rep))
+    net_ptr = np.zeros(len(rep) + 1, dtype=np.int64)
+    np.cumsum(counts, out=net_ptr[1:])
+    small = Hypergraph(
+        model=hg.model,
+        grain=hg.grain,
+        batch_size=hg.batch_size,
+        work_unit=hg.work_unit,
+        vertex_weight=weight,
+        vertex_params=params,
+        vertex_act_bytes=act,
+        net_ptr=net_ptr,
+        net_pins=pv,
+        net_cost=new_cost,
+        net_root=vmap[hg.net_root[rep]],
+        net_kind=hg.net_kind[rep],
+        blocks=blocks,
+        build_seconds=time.perf_counter() - t0,
+        fingerprint=hg.fingerprint,
+    )
+    return small
+
+
+def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
+    """Backend entry point: the checkerboard placement (deterministic, ignores seed and preset)."""
+    from hgpart.partitioners import PartitionResult
+
+    t0 = time.perf_counter()
+    parts = checkerboard_parts(hg, k)
+    a, b = _grid(k)
+    return PartitionResult(parts=parts, backend="block", seconds=time.perf_counter() - t0, preset=f"{a}x{b}",
+                           info={"grid": [a, b]})

@@ -1,0 +1,180 @@
+"""The exact count program, its lower bound, structured/grouped placements and the auto backend."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+from hgtoys import branching_network, conv, dense, toy_network, unit_work
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hgpart.errors import HgpartError
+from hgpart.hypergraph import build_hypergraph
+from hgpart.layergraph import Layer, LayerGraph
+from hgpart.metrics import km1_bytes
+from hgpart.partitioners import partition
+from hgpart.partitioners.block import checkerboard_parts, contract
+from hgpart.partitioners.exact import analyze, coarse_lower_bound, expand_counts, solve_counts
+from hgpart.placement import Placement
+
+os.environ.setdefault("HGPART_MTKAHYPAR_THREADS", "1")
+
+
+def chain(widths: list[int], fc: list[int], hw: int = 4) -> LayerGraph:
+    """input (widths[0] channels) -> convs of widths[1:] -> flatten -> dense layers fc."""
+    layers = [Layer("input", "input", "InputLayer", (), (), (hw, hw, widths[0]))]
+    prev = "input"
+    for i, w in enumerate(widths[1:]):
+        layers.append(conv(f"c{i}", prev, (hw, hw, widths[i]), w))
+        prev = f"c{i}"
+    layers.append(Layer("flat", "flatten", "Flatten", (prev,), ((hw, hw, widths[-1]),), (hw * hw * widths[-1],)))
+    prev, n_in = "flat", hw * hw * widths[-1]
+    for i, u in enumerate(fc):
+        layers.append(dense(f"d{i}", prev, n_in, u))
+        prev, n_in = f"d{i}", u
+    return LayerGraph("chain", (hw, hw, widths[0]), layers)
+
+
+def coarse(graph: LayerGraph):
+    return build_hypergraph(graph, unit_work(graph), batch_size=2, grain="coarse")
+
+
+def balanced(hg, parts, k, eps) -> bool:
+    work = np.bincount(parts, weights=hg.vertex_weight, minlength=k)
+    return bool(work.max() <= (1 + eps) * hg.vertex_weight.sum() / k + 1e-9)
+
+
+def brute_force_counts(hg, k, eps) -> float:
+    model = analyze(hg)
+    per_class = [
+        [c for c in itertools.product(range(n + 1), repeat=k) if sum(c) == n] for n in model.sizes.tolist()
+    ]
+    best = float("inf")
+    for combo in itertools.product(*per_class):
+        counts = np.array(combo)
+        if (counts * model.weight[:, None]).sum(axis=0).max() > (1 + eps) * model.total_weight / k + 1e-9:
+            continue
+        best = min(best, km1_bytes(hg, expand_counts(hg, model, counts), k))
+    return best
+
+
+@pytest.mark.parametrize("eps", [0.03, 0.3])
+def test_exact_equals_brute_force_over_counts(eps):
+    hg = coarse(toy_network())
+    res = partition(hg, k=2, backend="exact", epsilon=eps, time_limit=30)
+    assert res.objective_bytes == pytest.approx(brute_force_counts(hg, 2, eps))
+    assert res.info["optimal"]
+    assert res.lower_bound_bytes == pytest.approx(res.objective_bytes, rel=1e-5)
+    assert balanced(hg, res.parts, 2, eps)
+
+
+def test_exact_equals_brute_force_over_all_vertex_placements():
+    hg = coarse(chain([2, 3, 2], [2]))
+    k, eps = 2, 0.2
+    best = min(
+        km1_bytes(hg, np.array(p), k)
+        for p in itertools.product(range(k), repeat=hg.num_vertices)
+        if balanced(hg, np.array(p), k, eps)
+    )
+    res = partition(hg, k=k, backend="exact", epsilon=eps, time_limit=30)
+    assert res.objective_bytes == pytest.approx(best)
+
+
+def test_exact_k3_and_program_value_is_our_km1():
+    hg = coarse(chain([3, 4, 3], [3, 2]))
+    model = analyze(hg)
+    sol = solve_counts(model, 3, 0.2, time_limit=30)
+    parts = expand_counts(hg, model, sol.counts)
+    assert sol.optimal
+    assert km1_bytes(hg, parts, 3) == pytest.approx(sol.objective_bytes)
+    assert sol.objective_bytes == pytest.approx(brute_force_counts(hg, 3, 0.2))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    widths=st.lists(st.integers(1, 5), min_size=2, max_size=4),
+    fc=st.lists(st.integers(1, 4), min_size=1, max_size=2),
+    k=st.integers(2, 3),
+    seed=st.integers(0, 10_000),
+)
+def test_lower_bound_below_any_balanced_partition(widths, fc, k, seed):
+    hg = coarse(chain(widths, fc))
+    if hg.num_vertices < k:
+        return
+    rng = np.random.default_rng(seed)
+    parts = rng.integers(0, k, size=hg.num_vertices)
+    work = np.bincount(parts, weights=hg.vertex_weight, minlength=k)
+    eps = max(0.05, float(work.max() * k / hg.vertex_weight.sum()) - 1.0)  # the imbalance it reached
+    bound, best = coarse_lower_bound(hg, k, eps, 20.0)
+    assert bound is not None and best is not None
+    assert bound <= km1_bytes(hg, parts, k) + 1e-6
+    assert bound <= best + 1e-6
+
+
+def test_branching_bound_and_balance():
+    hg = coarse(branching_network())
+    model = analyze(hg)
+    assert model.split_columns  # Add and depthwise tie columns of several layers
+    res = partition(hg, k=2, backend="exact", epsilon=0.2, time_limit=30)
+    assert balanced(hg, res.parts, 2, 0.2 + 1e-9)
+    assert res.lower_bound_bytes <= res.objective_bytes
+    mtk = partition(hg, k=2, backend="mtkahypar", epsilon=0.2, preset="quality")
+    work = np.bincount(mtk.parts, weights=hg.vertex_weight, minlength=2)
+    eps = max(0.2, float(work.max() * 2 / hg.vertex_weight.sum()) - 1.0)
+    bound, _ = coarse_lower_bound(hg, 2, eps, 20.0)
+    assert bound <= mtk.objective_bytes + 1e-6
+
+
+def test_exact_refuses_unequal_filters_and_fine_grain():
+    graph = toy_network()
+    hg = coarse(graph)
+    blk = hg.block("conv1", "filter")
+    hg.vertex_weight[blk.start] *= 2.0
+    with pytest.raises(HgpartError, match="same work"):
+        partition(hg, k=2, backend="exact")
+    fine = build_hypergraph(graph, unit_work(graph), batch_size=2, grain="fine")
+    with pytest.raises(HgpartError, match="coarse grain only"):
+        partition(fine, k=2, backend="exact")
+
+
+def test_grouped_blocks_with_short_last_group():
+    graph = chain([3, 5, 3], [3])
+    hg = build_hypergraph(graph, unit_work(graph), batch_size=2, grain="coarse", group=2)
+    res = partition(hg, k=2, backend="exact", epsilon=0.3, time_limit=30)
+    assert res.objective_bytes == pytest.approx(brute_force_counts(hg, 2, 0.3))
+    pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method="exact", work=unit_work(graph))
+    assert pl.layer_parts["c0"]["filters"].shape == (5,)
+
+
+def test_checkerboard_and_contraction_are_valid_fine_placements():
+    graph = chain([3, 8, 8], [4])
+    work = unit_work(graph)
+    fine = build_hypergraph(graph, work, batch_size=2, grain="fine")
+    parts = checkerboard_parts(fine, 4)
+    w = np.bincount(parts, weights=fine.vertex_weight, minlength=4)
+    assert set(parts.tolist()) == set(range(4)) and w.max() / w.mean() < 1.5
+    Placement.from_vertex_parts(graph, fine, parts, k=4, method="block", work=work)
+    small, vmap = contract(fine, 1, target=4)  # 4 x 4 grids: groups of 2 x 2
+    assert small.num_vertices < fine.num_vertices
+    assert np.allclose(np.bincount(vmap, weights=fine.vertex_weight), small.vertex_weight)
+    rng = np.random.default_rng(0)
+    sp = rng.integers(0, 2, size=small.num_vertices)
+    # km1 of a grouped placement is the same on the grouped and the full hypergraph
+    assert km1_bytes(small, sp, 2) == pytest.approx(km1_bytes(fine, sp[vmap], 2))
+
+
+def test_auto_never_worse_than_mtkahypar():
+    graph = chain([3, 6, 6, 4], [5, 3])
+    hg = coarse(graph)
+    for k in (2, 3):
+        auto = partition(hg, k=k, backend="auto", epsilon=0.1, time_limit=30)
+        mtk = partition(hg, k=k, backend="mtkahypar", epsilon=0.1, preset="quality")
+        assert auto.objective_bytes <= mtk.objective_bytes + 1e-6
+        assert auto.lower_bound_bytes is not None and auto.lower_bound_bytes <= auto.objective_bytes
+    fine = build_hypergraph(graph, unit_work(graph), batch_size=2, grain="fine")
+    auto = partition(fine, k=2, backend="auto", epsilon=0.1, time_limit=30)
+    mtk = partition(fine, k=2, backend="mtkahypar", epsilon=0.1, preset="quality")
+    assert auto.objective_bytes <= mtk.objective_bytes + 1e-6
