@@ -1,0 +1,256 @@
+"""``hgpart build``, ``hgpart partition`` and ``hgpart metrics``: the compiler's hypergraph half.
+
+Usage::
+
+    hgpart build --model vgg16 --input 224 --grain fine --format hmetis --out vgg16_fine.hgr
+    hgpart partition --model vgg16 --input 224 --grain coarse --k 4          # profiles/vgg16_224_b32.json
+    hgpart partition --model minivgg --input 32 --analytic --grain fine --k 2 --backend kahypar
+    hgpart metrics partitions/vgg16_coarse_k4.json
+
+``partition`` writes ``partitions/<model>_<grain>_k<K>.json`` atomically with
+its provenance and prints the metrics, which are always computed by our own
+code (:mod:`hgpart.metrics`) from the placement. ``metrics`` needs only the
+placement file: it never imports TensorFlow (unless ``--model`` asks to check
+the file against a model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from hgpart.cli import app
+from hgpart.errors import HgpartError
+
+__all__ = ["build", "partition_cmd", "metrics", "load_inputs"]
+
+MODEL_HELP = "zoo name (vgg16, resnet18, minivgg, ...), keras:<Application>, or a .keras file"
+INPUT_HELP = "input size: 224 (=224x224x3), 32x32x1, ... (default: the model's own)"
+PROFILE_HELP = "profile file (default profiles/<model>_<input>_b<batch>.json, made by `hgpart profile`)"
+GRAIN_HELP = "coarse (a vertex per filter) or fine (a vertex per filter x input channel plus reductions)"
+
+
+def load_inputs(
+    model: str, input: str | None, classes: int | None, profile: Path | None, analytic: bool,
+    batch_size: int | None,
+) -> tuple[Any, Any, Path | None]:
+    """(layer graph, profile, profile path or None for analytic) with every mismatch a clear error."""
+    from hgpart.models import load_graph, parse_input
+    from hgpart.profile import Profile, analytic_profile, default_profile_path
+
+    if batch_size is not None and batch_size < 1:
+        raise HgpartError(f"batch size must be positive, got {batch_size}", where="--batch-size")
+    if analytic and profile is not None:
+        raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
+    graph = load_graph(model, input_shape=parse_input(input), num_classes=classes)
+    if analytic:
+        return graph, analytic_profile(graph, batch_size or 32), None
+    path = profile if profile is not None else default_profile_path(graph, batch_size or 32)
+    if not Path(path).is_file():
+        b = batch_size or 32
+        raise HgpartError(
+            f"no profile {str(path)!r} for {graph.name} at input {graph.input_tag} batch {b}",
+            fix=f"run `hgpart profile --model {model} --input {graph.input_tag} --batch-size {b}` "
+                "or pass --analytic (FLOP counts) or --profile FILE",
+        )
+    prof = Profile.load(path)
+    prof.check(graph, path=str(path))
+    if batch_size is not None and prof.batch_size != batch_size:
+        raise HgpartError(f"profile was made at batch size {prof.batch_size}, not {batch_size}", where=str(path),
+                          fix="drop --batch-size or profile at that batch size")
+    return graph, prof, Path(path)
+
+
+def _build(graph: Any, prof: Any, grain: str, group: int, channel_group: int) -> Any:
+    from hgpart.hypergraph import build_hypergraph
+
+    return build_hypergraph(graph, prof.work(), batch_size=prof.batch_size, grain=grain,  # type: ignore[arg-type]
+                            group=group, channel_group=channel_group, work_unit=prof.work_unit)
+
+
+def _check_grain(grain: str) -> None:
+    if grain not in ("coarse", "fine"):
+        raise HgpartError(f"unknown grain {grain!r}", where="--grain", fix="use coarse or fine")
+
+
+@app.command()
+def build(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
+    classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
+    profile: Path | None = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
+    analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of a measured profile"),
+    batch_size: int | None = typer.Option(None, "--batch-size", "-b", help="batch size B (default 32)"),
+    grain: str = typer.Option("coarse", "--grain", "-g", help=GRAIN_HELP),
+    group: int = typer.Option(1, "--group", help="filters per vertex"),
+    channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
+    format: str = typer.Option("hmetis", "--format", "-f", help="hmetis (.hgr, fmt 11) or patoh"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="output file (default <model>_<grain>.hgr|.patoh)"),
+) -> None:
+    """Build the coarse- or fine-grain hypergraph and write it for other partitioners (integer weights)."""
+    from rich.console import Console
+
+    from hgpart.formats import FORMATS, write_hmetis, write_patoh
+    from hgpart.partitioners.scaling import scale_hypergraph
+
+    _check_grain(grain)
+    fmt = format.lower()
+    if fmt not in FORMATS:
+        raise HgpartError(f"unknown format {format!r}", where="--format", fix=f"use one of {list(FORMATS)}")
+    graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
+    hg = _build(graph, prof, grain, group, channel_group)
+    # cost units sized for the worst case at any K, so the file suits every partitioner call
+    sh = scale_hypergraph(hg, k=max(2, hg.num_vertices), epsilon=0.1)
+    t0 = time.perf_counter()
+    suffix = "hgr" if fmt == "hmetis" else "patoh"
+    path = out or Path(f"{graph.name}_{grain}{f'_g{group}' if group > 1 else ''}.{suffix}")
+    (write_hmetis if fmt == "hmetis" else write_patoh)(sh, path)
+    write_s = time.perf_counter() - t0
+    c = Console()
+    c.print(f"{graph.name} {graph.input_tag} {grain} grain (group {group}), batch {prof.batch_size}, "
+            f"profile {ppath or 'analytic'}", highlight=False)
+    c.print(f"vertices {hg.num_vertices:,}  nets {hg.num_nets:,}  pins {hg.num_pins:,}  "
+            f"build {hg.build_seconds:.2f} s  write {write_s:.2f} s", highlight=False)
+    c.print(f"wrote {path} ({fmt}); net cost unit = {sh.cost_scale:g} bytes"
+            f"{'' if sh.cost_exact else ' (rounded)'}, vertex weight unit = {1 / sh.weight_scale:.4g} {hg.work_unit}",
+            highlight=False)
+
+
+def _file_sha(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _versions(backend: str, tool_version: str | None) -> dict[str, str]:
+    from importlib import metadata
+
+    import numpy
+
+    out = {"python": platform.python_version(), "numpy": numpy.__version__}
+    for pkg in ("hgpart",):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "unknown"
+    if tool_version:
+        out[backend] = tool_version
+    return out
+
+
+@app.command("partition")
+def partition_cmd(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
+    classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
+    profile: Path | None = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
+    analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of a measured profile"),
+    batch_size: int | None = typer.Option(None, "--batch-size", "-b", help="batch size B (default 32)"),
+    grain: str = typer.Option("coarse", "--grain", "-g", help=GRAIN_HELP),
+    k: int = typer.Option(..., "--k", "-k", help="number of parts (devices)"),
+    epsilon: float = typer.Option(0.1, "--epsilon", "-e", help="allowed imbalance: max part work <= (1+eps) avg"),
+    seed: int = typer.Option(1, "--seed", help="random seed (same seed, same placement)"),
+    backend: str = typer.Option("mtkahypar", "--backend", help="partitioner: kahypar, mtkahypar, ..."),
+    preset: str | None = typer.Option(None, "--preset", help="backend preset (mtkahypar: deterministic, quality, "
+                                      "highest_quality, default, large_k...; kahypar: km1 or an .ini path)"),
+    group: int = typer.Option(1, "--group", help="filters per vertex (smaller hypergraph)"),
+    channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
+    time_limit: float | None = typer.Option(None, "--time-limit", help="seconds before the backend is stopped"),
+    threads: int | None = typer.Option(None, "--threads", help="Mt-KaHyPar threads (default 2)"),
+    out: Path | None = typer.Option(None, "--out", "-o",
+                                    help="placement file (default partitions/<model>_<grain>_k<K>.json)"),
+) -> None:
+    """Partition the hypergraph into K parts, write the placement file, print the metrics."""
+    import os
+
+    from rich.console import Console
+
+    from hgpart.partitioners import partition
+    from hgpart.placement import Placement, default_placement_path
+    from hgpart.tables import print_metrics
+
+    _check_grain(grain)
+    if threads is not None:
+        if threads < 1:
+            raise HgpartError(f"--threads {threads} must be >= 1")
+        os.environ["HGPART_MTKAHYPAR_THREADS"] = str(threads)
+    graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
+    hg = _build(graph, prof, grain, group, channel_group)
+    c = Console()
+    c.print(f"{graph.name} {graph.input_tag} {grain} grain: {hg.num_vertices:,} vertices, {hg.num_nets:,} nets, "
+            f"{hg.num_pins:,} pins (built in {hg.build_seconds:.2f} s); partitioning into {k} with {backend}...",
+            highlight=False)
+    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit)
+    backend_bytes = (res.backend_objective * res.objective_scale) if res.backend_objective is not None else None
+    provenance = {
+        "command": "hgpart " + " ".join(sys.argv[1:]) if sys.argv and "hgpart" in Path(sys.argv[0]).name else "",
+        "backend": backend,
+        "preset": res.preset,
+        "epsilon": epsilon,
+        "seed": seed,
+        "group": group,
+        "channel_group": channel_group,
+        "tool_versions": _versions(backend, res.info.get("tool_version")),
+        "profile": {
+            "path": str(ppath) if ppath else None,
+            "sha256": _file_sha(ppath) if ppath else None,
+            "mode": prof.mode,
+            "fingerprint": prof.fingerprint,
+            "work_unit": prof.work_unit,
+        },
+        "hypergraph": {"vertices": hg.num_vertices, "nets": hg.num_nets, "pins": hg.num_pins,
+                       "build_seconds": round(hg.build_seconds, 4)},
+        "partition_seconds": round(res.seconds, 4),
+        "backend_objective": res.backend_objective,
+        "backend_objective_scale_bytes": res.objective_scale,
+        "backend_objective_bytes": backend_bytes,
+        "km1_bytes": res.objective_bytes,
+        "backend_info": {key: v for key, v in res.info.items() if key != "tool_version"},
+    }
+    pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method="hypergraph", work=prof.work(),
+                                     provenance=provenance)
+    path = out or default_placement_path(graph.name, grain, k)
+    pl.save(path)
+    from hgpart.metrics import PartitionMetrics
+
+    m = PartitionMetrics.from_dict(dict(pl.metrics or {}))
+    print_metrics([(f"{backend} K={k}", m)], work_unit=prof.work_unit, batch_size=prof.batch_size, console=c)
+    c.print(f"partitioned in {res.seconds:.2f} s (preset {res.preset}); km1 {res.objective_bytes / 2**20:,.3f} MiB "
+            f"(backend's own figure {backend_bytes / 2**20 if backend_bytes is not None else float('nan'):,.3f} MiB); "
+            f"wrote {path}", highlight=False)
+
+
+@app.command()
+def metrics(
+    file: Path = typer.Argument(..., help="placement file (hgpart.placement/1)"),
+    model: str | None = typer.Option(None, "--model", "-m", help="also check the file is for this model"),
+    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
+    classes: int | None = typer.Option(None, "--classes", help="number of classes (with --model)"),
+    optimizer: str = typer.Option("adam", "--optimizer", help="optimizer for the memory columns: sgd, momentum, adam"),
+) -> None:
+    """Load a placement file (fully validated) and recompute and print its metrics."""
+    from rich.console import Console
+
+    from hgpart.placement import load_placement
+    from hgpart.tables import print_metrics
+
+    pl = load_placement(file)
+    if model is not None:
+        from hgpart.models import load_graph, parse_input
+
+        pl.check_model(load_graph(model, input_shape=parse_input(input), num_classes=classes), where=str(file))
+    m = pl.recompute_metrics(optimizer=optimizer)
+    c = Console()
+    prov = pl.provenance
+    c.print(f"{file}: {pl.graph.name} {list(pl.graph.input_shape)} {pl.grain} grain, K = {pl.k}, method {pl.method}"
+            f"{', backend ' + str(prov.get('backend')) if prov.get('backend') else ''}, batch {pl.batch_size}",
+            highlight=False)
+    print_metrics([(f"{pl.method} K={pl.k}", m)], work_unit=pl.work_unit, batch_size=pl.batch_size, console=c)
+    stored = (pl.metrics or {}).get("comm_volume_mib")
+    if stored is not None and abs(float(stored) - m.comm_volume_mib) > 1e-6 * max(1.0, m.comm_volume_mib):
+        c.print(f"[yellow]note:[/] the file records Comm. Vol {float(stored):,.3f} MiB; recomputed "
+                f"{m.comm_volume_mib:,.3f} MiB", highlight=False)
