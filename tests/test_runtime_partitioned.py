@@ -9,25 +9,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hgpart.runtime.devices import open_devices  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from hgpart.errors import HgpartError  # noqa: E402
-from hgpart.runtime.devices import open_devices  # noqa: E402
 
 K = 3
 DS = open_devices("logical", K, inter_op=4)  # before anything initialises TensorFlow
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from hgpart.runtime.partitioned import PartitionedModel  # noqa: E402
+from hgpart.runtime.step import OptimizerSpec, TrainStep  # noqa: E402
+from hgpart.runtime.traffic import measure_traffic  # noqa: E402
 
 from hgpart.frontend import layer_graph_from_keras  # noqa: E402
 from hgpart.hypergraph import build_hypergraph  # noqa: E402
 from hgpart.placement import Placement  # noqa: E402
 from hgpart.profile import analytic_profile  # noqa: E402
-from hgpart.runtime.partitioned import PartitionedModel  # noqa: E402
-from hgpart.runtime.step import OptimizerSpec, TrainStep  # noqa: E402
-from hgpart.runtime.traffic import measure_traffic  # noqa: E402
 
 tf.config.set_soft_device_placement(False)
 B = 8
