@@ -13,5 +13,8 @@ from __future__ import annotations
 from hgpart.runtime.devices import DeviceSet, open_devices
 from hgpart.runtime.partitioned import PartitionedModel
 from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.traffic import Traffic, measure_traffic
+from hgpart.runtime.train import TrainResult, train
 
-__all__ = ["DeviceSet", "open_devices", "PartitionedModel", "OptimizerSpec", "TrainStep"]
+__all__ = ["DeviceSet", "open_devices", "PartitionedModel", "OptimizerSpec", "TrainStep", "Traffic",
+           "measure_traffic", "TrainResult", "train"]
