@@ -90,3 +90,23 @@ def test_lenet5_at_28_and_default_input_tags() -> None:
     assert g.layer("pool2").output_shape == (4, 4, 16)
     assert g.input_tag == "28x28x1"
     assert load_graph("minivgg").input_tag == "32"
+
+
+def test_sequential_models_convert() -> None:
+    import keras
+
+    L = keras.layers
+    m = keras.Sequential([
+        keras.Input((16, 16, 3)), L.Conv2D(4, 3, activation="relu", name="c"), L.MaxPooling2D(name="p"),
+        L.Flatten(name="f"), L.Dense(3, name="d"),
+    ])
+    g = layer_graph_from_keras(m, name="seq")
+    assert [x.kind for x in g.layers] == ["input", "conv2d", "max_pool", "flatten", "dense"]
+    assert g.layer("d").inputs == ("f",) and g.total_params == m.count_params()
+
+
+def test_keras_resnet50_application_uses_zero_padding() -> None:
+    g = load_graph("keras:ResNet50", input_shape=(32, 32, 3), num_classes=10)
+    pad = g.layer("conv1_pad")
+    assert pad.kind == "zero_padding" and pad.config["padding"] == [[3, 3], [3, 3]] and pad.flops == 0
+    assert len([x for x in g.layers if x.kind == "add"]) == 16
