@@ -12,7 +12,7 @@ right shape, inside a ``tf.function`` (graph mode, as training runs), after
 ``warmup`` untimed calls. Forward = the layer's call in training mode.
 Backward = (forward + gradients w.r.t. the layer's inputs and weights, with a
 random upstream gradient) minus forward, each the median of ``repeats``
-timings. A layer with several inputs (Add, Concatenate) gets one random tensor
+timings taken alternately (so load from other processes hits both alike). A layer with several inputs (Add, Concatenate) gets one random tensor
 per input. Very quick layers are called several times per timing so that the
 timer's resolution and the call overhead do not dominate.
 
@@ -38,7 +38,7 @@ from hgpart.profile import LayerCost, Profile, analytic_profile
 
 __all__ = ["configure_threads", "machine_info", "measure_profile", "profile_model", "MIN_TIMING_S"]
 
-MIN_TIMING_S = 0.005  # a timing of a quick layer repeats its call until it lasts at least this long
+MIN_TIMING_S = 0.02  # a timing of a quick layer repeats its call until it lasts at least this long
 _MAX_INNER = 64
 
 
@@ -90,6 +90,7 @@ def machine_info() -> dict[str, Any]:
         "keras": keras.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
 
@@ -101,21 +102,36 @@ def _activation_bytes(layer: Layer, batch_size: int) -> int:
     return int(batch_size * 4 * n)
 
 
-def _time_call(fn: Callable[[], Any], *, warmup: int, repeats: int) -> float:
-    """Median seconds per call of ``fn`` after ``warmup`` calls (the first also traces)."""
+def _inner_calls(fn: Callable[[], Any], warmup: int) -> int:
+    """Warm ``fn`` up (the first call also traces) and choose how many calls make one timing."""
     for _ in range(max(1, warmup)):
         fn()
     t0 = time.perf_counter()
     fn()
     first = time.perf_counter() - t0
-    inner = 1 if first >= MIN_TIMING_S else min(_MAX_INNER, math.ceil(MIN_TIMING_S / max(first, 1e-7)))
-    samples = []
+    return 1 if first >= MIN_TIMING_S else min(_MAX_INNER, math.ceil(MIN_TIMING_S / max(first, 1e-7)))
+
+
+def _time_pair(
+    fwd: Callable[[], Any], fwd_bwd: Callable[[], Any], *, warmup: int, repeats: int
+) -> tuple[float, float]:
+    """Median seconds per call of ``fwd`` and of ``fwd_bwd``.
+
+    The two are timed alternately within each repeat, so a burst of load from
+    other processes hits both and their difference (the backward time) stays
+    meaningful on a shared machine.
+    """
+    n_f = _inner_calls(fwd, warmup)
+    n_fb = _inner_calls(fwd_bwd, warmup)
+    t_f: list[float] = []
+    t_fb: list[float] = []
     for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - t0) / inner)
-    return float(statistics.median(samples))
+        for fn, n, out in ((fwd, n_f, t_f), (fwd_bwd, n_fb, t_fb)):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - t0) / n)
+    return float(statistics.median(t_f)), float(statistics.median(t_fb))
 
 
 def _layer_timer(keras_layer: Any, layer: Layer, batch_size: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
@@ -161,6 +177,7 @@ def measure_profile(
             where="hgpart profile",
         )
     timed = [layer for layer in graph.layers if layer.kind != "input"]
+    load_at_start = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     results: dict[str, tuple[float, float]] = {}
 
     def run(advance: Callable[[str], None]) -> None:
@@ -169,8 +186,7 @@ def measure_profile(
             keras_layer = model.get_layer(layer.config.get("keras_name", layer.name))
             fwd, fwd_bwd = _layer_timer(keras_layer, layer, batch_size)
             try:
-                t_f = _time_call(fwd, warmup=warmup, repeats=repeats)
-                t_fb = _time_call(fwd_bwd, warmup=warmup, repeats=repeats)
+                t_f, t_fb = _time_pair(fwd, fwd_bwd, warmup=warmup, repeats=repeats)
             except Exception as exc:  # noqa: BLE001 - e.g. out of memory: name the layer, keep no traceback
                 raise HgpartError(
                     f"timing layer {layer.name!r} ({layer.keras_class}) failed: {exc.__class__.__name__}: "
@@ -212,6 +228,7 @@ def measure_profile(
         for layer in graph.layers
     ]
     machine = machine_info()
+    machine["load_average_1min_at_start"] = load_at_start
     return Profile(
         model=graph.name,
         input_shape=graph.input_shape,
