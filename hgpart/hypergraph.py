@@ -208,6 +208,54 @@ def _spatial(shape: tuple[int, ...]) -> int:
     return int(math.prod(shape[:-1])) if len(shape) > 1 else 1
 
 
+def _mix(x: np.ndarray, salt: int) -> np.ndarray:
+    """splitmix64 of ``x + salt`` (uint64, wrapping): a well-spread hash of every vertex id."""
+    z = x.astype(np.uint64) + np.uint64(salt)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _merge_parallel_nets(
+    pnet: np.ndarray, pv: np.ndarray, counts: np.ndarray, cost: np.ndarray, root: np.ndarray, kind: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Merge nets with the same root, kind and pin set into one net whose cost is the sum.
+
+    Grouped graphs start with one net per channel; the channels of a grouped
+    vertex that have the same readers collapse back into one net, so grouping
+    still shrinks the hypergraph while every byte is charged only to the parts
+    that read that channel. Pin sets are compared by two independent 64-bit
+    hashes plus size, root and kind.
+    """
+    nn = len(counts)
+    if nn == 0:
+        return pnet, pv, counts, cost, root, kind
+    starts = np.zeros(nn, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    with np.errstate(over="ignore"):
+        h1 = np.add.reduceat(_mix(pv, 0x9E3779B97F4A7C15), starts)
+        h2 = np.add.reduceat(_mix(pv, 0x632BE59BD9B4E019), starts)
+    order = np.lexsort((np.arange(nn), h2, h1, counts, kind, root))
+    k_sorted = np.stack([root[order], kind[order].astype(np.int64), counts[order], h1[order].view(np.int64),
+                         h2[order].view(np.int64)], axis=1)
+    new_group = np.ones(nn, dtype=bool)
+    new_group[1:] = (k_sorted[1:] != k_sorted[:-1]).any(axis=1)
+    gid_sorted = np.cumsum(new_group) - 1
+    gid = np.empty(nn, dtype=np.int64)
+    gid[order] = gid_sorted
+    first = order[new_group]  # the lowest net id of every group (stable sort by id)
+    # number the merged nets in order of their first member, keeping the original net order
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    new_id = rank[gid]
+    merged_cost = np.bincount(new_id, weights=cost, minlength=len(first))
+    rep = np.sort(first)
+    keep_pin = np.zeros(nn, dtype=bool)
+    keep_pin[rep] = True
+    sel = keep_pin[pnet]
+    return (new_id[pnet[sel]], pv[sel], counts[rep], merged_cost, root[rep], kind[rep])
+
+
 def build_hypergraph(
     graph: LayerGraph,
     work: dict[str, float],
@@ -344,7 +392,12 @@ def build_hypergraph(
     net_of_channel: dict[str, np.ndarray] = {}
     nn = 0
     for t in (layer.name for layer in graph.layers if layer.name in readers):
-        uniq, inv = np.unique(src[t], return_inverse=True)
+        if group > 1 or channel_group > 1:
+            # one net per channel: channels of one grouped vertex may have different readers (fine-grain
+            # channel vertices, depthwise, Add); identical ones are merged by _merge_parallel_nets below
+            uniq, inv = src[t], np.arange(len(src[t]))
+        else:
+            uniq, inv = np.unique(src[t], return_inverse=True)
         count = np.bincount(inv, minlength=len(uniq))
         net_of_channel[t] = nn + inv
         ids = nn + np.arange(len(uniq))
@@ -424,6 +477,10 @@ def build_hypergraph(
         pin_keep = keep[pnet]
         pnet, pv = remap[pnet[pin_keep]], pv[pin_keep]
         net_cost, net_root, net_kind, counts = net_cost[keep], net_root[keep], net_kind[keep], counts[keep]
+    if group > 1 or channel_group > 1:
+        pnet, pv, counts, net_cost, net_root, net_kind = _merge_parallel_nets(
+            pnet, pv, counts, net_cost, net_root, net_kind
+        )
     net_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=net_ptr[1:])
 
