@@ -192,7 +192,12 @@ def _validate(methods: Sequence[str], grains: Sequence[str], ks: Sequence[int], 
 
 def _plan(methods: Sequence[str], grains: Sequence[str], ks: Sequence[int],
           epsilons: Sequence[float]) -> list[tuple[str, str, int, float | None]]:
-    """The grid in report order: method, then grain, then epsilon, then N."""
+    """The grid: method, then grain, then epsilon, then N; hypergraph runs by epsilon, N, grain.
+
+    The (cheap) baselines come first; the hypergraph runs interleave the
+    grains at each N, smallest N first, so a time budget cuts the largest N of
+    both grains rather than a whole grain.
+    """
     tasks: list[tuple[str, str, int, float | None]] = []
     for method in METHODS:
         if method not in methods:
@@ -200,6 +205,9 @@ def _plan(methods: Sequence[str], grains: Sequence[str], ks: Sequence[int],
         method_grains = [g for g in GRAINS if g in grains]
         if method == "layerwise":
             method_grains = method_grains[:1]  # whole layers: the split and its metrics do not depend on grain
+        if method == "hypergraph":
+            tasks.extend((method, grain, k, eps) for eps in epsilons for k in ks for grain in method_grains)
+            continue
         for grain in method_grains:
             eps_list: list[float | None] = list(epsilons) if method == "hypergraph" else [None]
             for eps in eps_list:
