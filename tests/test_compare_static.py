@@ -129,3 +129,19 @@ def test_backend_time_limit_is_recorded_as_failed() -> None:
                      time_limit=1e-4, progress=False)
     (r,) = cmp.results
     assert r.status == "failed" and "time limit" in r.reason and r.metrics is None
+
+
+def test_compare_uses_the_graph_embedded_in_the_profile(tmp_path: Path) -> None:
+    from hgpart.cli import _register, app
+
+    _register()
+    g = tiny_vgg()
+    prof = analytic_profile(g, 4)
+    prof.graph = g.to_dict()  # "tinyvgg" is no zoo model: only the embedded graph can make this run
+    ppath = prof.save(tmp_path / "tinyvgg_b4.json")
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(app, ["compare", "--model", "tinyvgg", "--profile", str(ppath), "--k", "2",
+                                   "--methods", "layerwise,incremental", "--out", str(out), "--no-plots",
+                                   "--batch-sizes", "4"])
+    assert res.exit_code == 0, res.output
+    assert (out / "results.csv").is_file() and not (out / "comm_volume.png").exists()

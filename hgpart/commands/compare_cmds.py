@@ -77,6 +77,22 @@ def _load_graph(model: str, input: str | None, classes: int | None):  # noqa: AN
     return load_graph(model, input_shape=parse_input(input), num_classes=classes)
 
 
+def _graph_from_profile(path: Path, model: str, input: str | None, classes: int | None):  # noqa: ANN202
+    """The layer graph embedded in a profile made for this model, which spares importing TensorFlow."""
+    from hgpart.layergraph import LayerGraph
+    from hgpart.models import model_name, parse_input
+    from hgpart.profile import Profile
+
+    if classes is not None or not Path(path).is_file() or model.endswith(".json"):
+        return None
+    prof = Profile.load(path)
+    if not prof.graph or prof.model != model_name(model):
+        return None
+    if input is not None and tuple(parse_input(input) or ()) != tuple(prof.input_shape):
+        return None
+    return LayerGraph.from_dict(prof.graph)
+
+
 @app.command()
 def compare(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
@@ -115,9 +131,11 @@ def compare(
     eps = parse_float_list(epsilon, what="--epsilon")
     if images < 1:
         raise HgpartError(f"--images must be positive, got {images}", where="--images")
-    graph = _load_graph(model, input, classes)
     if analytic and profile is not None:
         raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
+    graph = _graph_from_profile(profile, model, input, classes) if profile is not None else None
+    if graph is None:
+        graph = _load_graph(model, input, classes)
     if analytic:
         prof, source = analytic_profile(graph, batch_size), "analytic"
     else:
