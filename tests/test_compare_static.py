@@ -87,7 +87,7 @@ def test_compare_command_end_to_end(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "Comm. Vol (MiB, forward pass) by method and N" in res.output
     for name in ("results.csv", "epoch.csv", "comparison.json", "report.md", "comm_volume.png",
-                 "max_over_avg_work.png", "memory.png", "heatmap.png"):
+                 "max_over_avg_work.png", "memory.png", "heatmap.png", "part_memory.png"):
         assert (out / name).is_file(), name
     for png in out.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

@@ -464,6 +464,32 @@ def _heatmap(cmp: StaticComparison, r: StaticResult, path: Path) -> Path:
         plt.close(fig)
 
 
+def _part_memory_plot(r: StaticResult, path: Path) -> Path:
+    """Stacked per-part memory (parameters, optimizer state, activations) of one placement."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m = r.metrics or {}
+    parts = np.arange(r.k)
+    fig, ax = plt.subplots(figsize=(max(6, 0.3 * r.k + 3), 4.5))
+    bottom = np.zeros(r.k)
+    for key, name in (("part_param_bytes", "parameters"), ("part_optimizer_bytes", "optimizer state (Adam)"),
+                      ("part_activation_bytes", "activations")):
+        vals = np.asarray(m.get(key, np.zeros(r.k)), dtype=float) / GIB
+        ax.bar(parts, vals, bottom=bottom, label=name)
+        bottom += vals
+    ax.set_xlabel("part")
+    ax.set_ylabel("GiB")
+    ax.set_title(f"{r.label}, N={r.k}: memory per part", fontsize=9)
+    ax.legend(fontsize=8)
+    try:
+        return _save_fig(fig, path)
+    finally:
+        plt.close(fig)
+
+
 def _plots(cmp: StaticComparison, out: Path) -> dict[str, Path]:
     paths = {
         "plot_comm": _line_plot(cmp, "comm_volume_mib", "Comm. Vol (MiB per forward pass)",
@@ -476,6 +502,7 @@ def _plots(cmp: StaticComparison, out: Path) -> dict[str, Path]:
     r = heatmap_choice(cmp)
     if r is not None:
         paths["plot_heatmap"] = _heatmap(cmp, r, out / "heatmap.png")
+        paths["plot_part_memory"] = _part_memory_plot(r, out / "part_memory.png")
     return paths
 
 
