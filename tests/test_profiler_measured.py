@@ -55,7 +55,8 @@ def test_mismatching_profile_is_refused(tmp_path) -> None:
     path = prof.save(tmp_path / "p.json")
     loaded = Profile.load(path)
     loaded.check(graph)
-    others = [load_graph("lenet5"), load_graph("minivgg", num_classes=5), load_graph("minivgg", input_shape=(64, 64))]
+    bigger = (64, 64, 3)
+    others = [load_graph("lenet5"), load_graph("minivgg", num_classes=5), load_graph("minivgg", input_shape=bigger)]
     for other in others:
         with pytest.raises(HgpartError, match="fingerprint"):
             loaded.check(other, path=str(path))
