@@ -1,0 +1,517 @@
+"""Data-parallel baselines as custom training loops (thesis §2.6.1, §5.2.3), on the same devices as the MP runtime.
+
+Usage::
+
+    from hgpart.runtime import open_devices
+    from hgpart.runtime.dataparallel import make_strategy, run_slots
+    ds = open_devices("logical", 2)
+    s = make_strategy("async-dp-dps", keras_model, ds, OptimizerSpec("adam", 1e-3), batch_size=32)
+    rows = run_slots(s.slot_fns, tasks_x, tasks_y)     # s.task_batch images per task
+    s.comm_bytes_per_step, s.evaluate(x_eval, y_eval)
+
+Keras 3's ``model.fit`` fails under ParameterServerStrategy / MultiWorkerMirroredStrategy (TF 2.21), so every
+strategy here is a custom loop. The model is run functionally with ``keras.Model.stateless_call`` on explicit
+tensors, which lets each strategy put its parameter copies, gradient ops and updates on devices of its choosing
+with ``tf.device``; ``tf.gradients`` inside one ``tf.function`` places every gradient op with its forward op.
+
+Strategies (``batch_size`` is always the *global* batch: the images that one step of every strategy consumes):
+
+* ``single`` - one replica on device 0: plain training (the reference).
+* ``sync-dp`` - K replicas, one per device, each holding a full parameter copy. Each computes the gradient of its
+  ``B / K`` shard, the gradients are summed by an explicit **ring all-reduce** (reduce-scatter then all-gather of K
+  chunks, ``2 (K-1) P d`` bytes per step in total, thesis Table 5.14's convention), and every replica applies the
+  same update. Works on logical devices and on local worker processes alike (it is placement only).
+* ``sync-dp-mirrored`` - the same with ``tf.distribute.MirroredStrategy`` (``strategy.run`` + ``all_reduce`` +
+  ``reduce``), in-process devices only. Its collective traffic is not visible in the graph; the report states the
+  ring formula for it.
+* ``async-dp-1ps`` - asynchronous data parallelism, one parameter server: the master parameters (and optimizer
+  slots) live on device 0; K worker threads, worker ``w`` on device ``w``, each repeatedly pull every parameter,
+  compute the gradient of their own ``B / K`` batch on their device and push it: the update runs on the
+  parameter's device, with no lock and no waiting for the other workers (stale gradients are applied as they
+  come, as in TensorFlow's ParameterServerStrategy).
+* ``async-dp-dps`` - distributed parameter servers: every device is also a parameter server; parameters are
+  assigned greedily by size (largest first, to the device with the fewest bytes so far; thesis §5.2.3), so a
+  worker pulls and pushes only the parameters that other devices hold.
+
+ParameterServerStrategy itself is not used: in TF 2.21 it needs a ``ClusterCoordinator`` with separate ``ps`` and
+``worker`` server jobs and a chief, which neither logical devices nor hgpart's local worker set (a single
+``worker`` job) provide; the explicit placement above is the same algorithm on the devices we have.
+
+Bytes per step are read from each step's placed graph (every (tensor, consumer device) pair whose producer is on
+another device; :func:`hgpart.runtime.traffic.graph_devices`), excluding the input feed, which every strategy
+pays alike. A global step of the asynchronous strategies is K worker updates (``B`` images).
+Non-trainable state (BatchNorm moving statistics, dropout seeds) is written back by whichever replica/worker
+computed it last: replica 0 for the synchronous strategies.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hgpart.errors import HgpartError
+
+__all__ = ["DP_STRATEGIES", "DataParallel", "make_strategy", "greedy_assign", "run_slots", "cross_device_bytes",
+           "ring_bytes"]
+
+DP_STRATEGIES = ("single", "sync-dp", "sync-dp-mirrored", "async-dp-1ps", "async-dp-dps")
+
+
+def greedy_assign(sizes: Sequence[int], k: int) -> list[int]:
+    """Device of every parameter: largest first, each to the device with the fewest bytes so far (ties: lowest)."""
+    load = [0] * k
+    out = [0] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda j: (-int(sizes[j]), j)):
+        d = min(range(k), key=lambda p: (load[p], p))
+        out[i] = d
+        load[d] += int(sizes[i])
+    return out
+
+
+def ring_bytes(params: int, k: int, dtype_size: int = 4) -> int:
+    """Bytes a ring all-reduce of ``params`` values moves in total over K devices: ``2 (K-1) P d``."""
+    return 2 * (k - 1) * int(params) * dtype_size
+
+
+def cross_device_bytes(concrete: Any, host: str) -> dict[str, int]:
+    """Bytes crossing devices in a placed ``tf.function`` graph: ``{"comm": ..., "feed": ...}``.
+
+    ``feed`` is what the host (the function's arguments) sends to the devices; ``comm`` is everything else.
+    """
+    from hgpart.runtime.traffic import graph_devices
+
+    graph = concrete.graph
+    var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
+    dev = graph_devices(graph, var_devices, host)
+    args = {t.op.name for t in concrete.inputs[: len(concrete.structured_input_signature[0])]}
+    seen: set[tuple[str, str]] = set()
+    out = {"comm": 0, "feed": 0}
+    for op in graph.get_operations():
+        dst = dev.get(op.name, "")
+        if not dst:
+            continue
+        for t in op.inputs:
+            src = dev.get(t.op.name, "")
+            if not src or src == dst or t.dtype.name in ("resource", "variant") or (t.name, dst) in seen:
+                continue
+            seen.add((t.name, dst))
+            if not t.shape.is_fully_defined():
+                continue
+            nbytes = int(np.prod(t.shape.as_list(), dtype=np.int64)) * t.dtype.size
+            out["feed" if _from_args(t, args) else "comm"] += nbytes
+    return out
+
+
+def _from_args(t: Any, args: set[str]) -> bool:
+    """True if ``t`` is a function argument or computed only from arguments by shape ops (split/slice of x, y)."""
+    op = t.op
+    while True:
+        if op.name in args:
+            return True
+        if op.type not in ("Split", "SplitV", "StridedSlice", "Identity", "Cast", "Slice") or not op.inputs:
+            return False
+        ins = [i for i in op.inputs if i.op.type != "Const"]
+        if len(ins) != 1:
+            return False
+        op = ins[0].op
+
+
+# ------------------------------------------------------------------------------------------ optimizer
+class _Updates:
+    """Optimizer slots beside each parameter copy and Keras 3's update formulas (as in hgpart.runtime.step)."""
+
+    def __init__(self, opt: Any, variables: list[Any], devices: list[str]) -> None:
+        import tensorflow as tf
+
+        self.opt = opt
+        self.slots: list[list[Any]] = []
+        self.steps: list[Any] = []
+        n = 1 if opt.name == "momentum" else 2
+        for v, d in zip(variables, devices, strict=True):
+            with tf.device(d):
+                self.slots.append([tf.Variable(tf.zeros_like(v), trainable=False) for _ in range(n)])
+                self.steps.append(tf.Variable(0.0, trainable=False))
+
+    def apply(self, i: int, w: Any, g: Any) -> None:
+        import tensorflow as tf
+
+        o = self.opt
+        if o.name == "momentum":
+            (m,) = self.slots[i]
+            m_new = m * o.momentum - g * o.lr
+            m.assign(m_new)
+            w.assign_add(m_new)
+            return
+        m, v = self.slots[i]
+        t = self.steps[i].assign_add(1.0)
+        alpha = o.lr * tf.sqrt(1.0 - tf.pow(o.beta_2, t)) / (1.0 - tf.pow(o.beta_1, t))
+        m_new = m + (g - m) * (1.0 - o.beta_1)
+        v_new = v + (tf.square(g) - v) * (1.0 - o.beta_2)
+        m.assign(m_new)
+        v.assign(v_new)
+        w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
+
+
+def _loss_sum(model: Any, tv: list[Any], nv: list[Any], x: Any, y: Any, logits_out: bool) -> tuple[Any, list[Any]]:
+    """Sum of per-example cross-entropies (the caller divides by the global batch) and the new non-trainables."""
+    import tensorflow as tf
+
+    out, new_nv = model.stateless_call(tv, nv, x, training=True)
+    if logits_out:
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=out)
+    else:
+        p = tf.clip_by_value(out, 1e-7, 1.0 - 1e-7)
+        ce = -tf.math.log(tf.gather(p, y, axis=1, batch_dims=1))
+    return tf.reduce_sum(ce), list(new_nv)
+
+
+@dataclass
+class DataParallel:
+    """A compiled data-parallel strategy: per-slot step functions, bytes per step, evaluation."""
+
+    name: str
+    k: int
+    batch_size: int
+    task_batch: int  # images per call of a slot function
+    slot_fns: list[Callable[[np.ndarray, np.ndarray], float]]
+    comm_bytes_per_step: float
+    feed_bytes_per_step: float
+    bytes_source: str
+    params: int
+    evaluate: Callable[[np.ndarray, np.ndarray], tuple[float, float]]
+    slot_devices: list[str] = field(default_factory=list)
+    notes: str = ""
+
+
+def _softmax_out(model: Any) -> bool:
+    act = getattr(model.layers[-1], "activation", None)
+    return getattr(act, "__name__", "") == "softmax"
+
+
+def _evaluator(model: Any, tv: list[Any], nv: list[Any], host: str) -> Callable[[np.ndarray, np.ndarray],
+                                                                               tuple[float, float]]:
+    """Accuracy and mean loss of the given parameter copies on a fixed set (inference mode)."""
+    import tensorflow as tf
+
+    @tf.function(reduce_retracing=True)
+    def fn(x: Any) -> Any:
+        out, _ = model.stateless_call([v.read_value() for v in tv], [v.read_value() for v in nv], x, training=False)
+        return out
+
+    soft = _softmax_out(model)
+
+    def evaluate(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        with tf.device(host):
+            out = fn(tf.constant(np.asarray(x, np.float32))).numpy()
+        p = out if soft else _np_softmax(out)
+        loss = float(np.mean(-np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1.0))))
+        return float(np.mean(np.argmax(out, axis=1) == y)), loss
+
+    return evaluate
+
+
+def _np_softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _copy(values: list[np.ndarray], device: str) -> list[Any]:
+    import tensorflow as tf
+
+    with tf.device(device):
+        return [tf.Variable(v, trainable=False) for v in values]
+
+
+def _input_shape(model: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in model.inputs[0].shape[1:])
+
+
+# ---------------------------------------------------------------------------------------- sync (ring)
+def _ring_allreduce(grads: list[list[Any]], devices: list[str]) -> list[list[Any]]:
+    """Sum replica gradients: reduce-scatter then all-gather of K chunks around the ring; one list per replica."""
+    import tensorflow as tf
+
+    k = len(devices)
+    if k == 1:
+        return grads
+    shapes = [g.shape for g in grads[0]]
+    sizes = [int(np.prod(s.as_list())) for s in shapes]
+    total = sum(sizes)
+    bounds = np.linspace(0, total, k + 1).astype(int)
+    chunk_sizes = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    flats, chunks = [], []
+    for r, d in enumerate(devices):
+        with tf.device(d), tf.name_scope(f"allreduce/flatten{r}"):
+            flats.append(tf.concat([tf.reshape(g, [-1]) for g in grads[r]], 0))
+            chunks.append(tf.split(flats[r], chunk_sizes))
+    full: dict[tuple[int, int], Any] = {}  # (chunk, device) -> the summed chunk on that device
+    for c in range(k):
+        acc = None
+        for hop in range(1, k + 1):  # start at c+1, end on c
+            r = (c + hop) % k
+            with tf.device(devices[r]), tf.name_scope(f"allreduce/reduce_c{c}"):
+                acc = chunks[r][c] if acc is None else acc + chunks[r][c]
+        full[(c, c)] = acc
+        for hop in range(1, k):  # all-gather: c -> c+1 -> ... -> c+K-1, forwarding
+            r = (c + hop) % k
+            with tf.device(devices[r]), tf.name_scope(f"allreduce/gather_c{c}"):
+                acc = tf.identity(acc)
+            full[(c, r)] = acc
+    out = []
+    for r, d in enumerate(devices):
+        with tf.device(d), tf.name_scope(f"allreduce/unflatten{r}"):
+            flat = tf.concat([full[(c, r)] for c in range(k)], 0)
+            out.append([tf.reshape(p, s) for p, s in zip(tf.split(flat, sizes), shapes, strict=True)])
+    return out
+
+
+def _sync(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, name: str) -> DataParallel:
+    import tensorflow as tf
+
+    k = len(devices)
+    if batch_size % k:
+        raise HgpartError(f"batch size {batch_size} is not divisible by K = {k} replicas", where=name,
+                          fix="use a batch size that is a multiple of K")
+    t0 = [v.numpy() for v in model.trainable_variables]
+    n0 = [v.numpy() for v in model.non_trainable_variables]
+    reps = [(_copy(t0, d), _copy(n0, d)) for d in devices]
+    upd = [_Updates(opt, reps[r][0], [d] * len(t0)) for r, d in enumerate(devices)]
+    logits = not _softmax_out(model)
+    shape = (batch_size, *_input_shape(model))
+
+    def step(x: Any, y: Any) -> Any:
+        with tf.device(host), tf.name_scope("feed/split"):
+            xs, ys = tf.split(x, k), tf.split(y, k)
+        losses, grads, new_nv = [], [], []
+        for r, d in enumerate(devices):
+            tv, nv = reps[r]
+            with tf.device(d), tf.name_scope(f"replica{r}"):
+                reads = [v.read_value() for v in tv]
+                s, nnv = _loss_sum(model, reads, [v.read_value() for v in nv], xs[r], ys[r], logits)
+                loss = s / float(batch_size)
+                grads.append(tf.gradients(loss, reads))
+                losses.append(loss)
+                new_nv.append(nnv)
+        summed = _ring_allreduce(grads, devices)
+        for r, d in enumerate(devices):
+            with tf.device(d), tf.name_scope(f"update{r}"):
+                for i, (w, g) in enumerate(zip(reps[r][0], summed[r], strict=True)):
+                    upd[r].apply(i, w, g)
+                for v, nv in zip(reps[r][1], new_nv[0], strict=True):
+                    v.assign(nv)
+        with tf.device(host):
+            return tf.add_n(losses)
+
+    fn = tf.function(step)
+    cf = fn.get_concrete_function(tf.TensorSpec(shape, tf.float32), tf.TensorSpec((batch_size,), tf.int32))
+    b = cross_device_bytes(cf, host)
+    call = _caller(cf, host)
+    params = sum(int(v.size) for v in t0)
+    return DataParallel(name, k, batch_size, batch_size, [call], b["comm"], b["feed"], "graph", params,
+                        _evaluator(model, reps[0][0], reps[0][1], host), slot_devices=[devices[0]],
+                        notes=(f"ring all-reduce over {k} replicas; expected 2(K-1)Pd = {ring_bytes(params, k)} B"
+                               if k > 1 else "one device, no communication"))
+
+
+def _caller(cf: Any, host: str) -> Callable[[np.ndarray, np.ndarray], float]:
+    import tensorflow as tf
+
+    def call(x: np.ndarray, y: np.ndarray) -> float:
+        with tf.device(host):
+            xt = tf.constant(np.asarray(x, np.float32))
+            yt = tf.constant(np.asarray(y, np.int32))
+        return float(cf(xt, yt).numpy())
+
+    return call
+
+
+# ------------------------------------------------------------------------------------ sync (mirrored)
+def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: int) -> DataParallel:
+    import tensorflow as tf
+
+    k = len(devices)
+    if any("/job:localhost" not in d for d in devices):
+        raise HgpartError("MirroredStrategy runs on this process's own devices only", where="sync-dp-mirrored",
+                          fix="use --devices logical, or sync-dp (explicit ring all-reduce) on worker processes")
+    if batch_size % k:
+        raise HgpartError(f"batch size {batch_size} is not divisible by K = {k} replicas", where="sync-dp-mirrored")
+    strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice(host))
+    t0 = [v.numpy() for v in model.trainable_variables]
+    n0 = [v.numpy() for v in model.non_trainable_variables]
+    with strategy.scope():
+        tv = [tf.Variable(v, trainable=False) for v in t0]
+        nv = [tf.Variable(v, trainable=False,
+                          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA) for v in n0]
+        upd = _Updates(opt, tv, [""] * len(tv))
+    logits = not _softmax_out(model)
+    shard = batch_size // k
+
+    def replica_fn(x: Any, y: Any) -> Any:
+        ctx = tf.distribute.get_replica_context()
+        reads = [v.read_value() for v in tv]
+        s, _ = _loss_sum(model, reads, [v.read_value() for v in nv], x, y, logits)
+        loss = s / float(batch_size)
+        grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.gradients(loss, reads))
+
+        def apply(_: Any, gs: list[Any]) -> None:
+            for i, (w, g) in enumerate(zip(tv, gs, strict=True)):
+                strategy.extended.update(w, lambda var, grad, i=i: upd.apply(i, var, grad), args=(g,), group=False)
+
+        ctx.merge_call(apply, args=(grads,))
+        return loss
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        def shard_x(ctx: Any) -> Any:
+            return x[ctx.replica_id_in_sync_group * shard:(ctx.replica_id_in_sync_group + 1) * shard]
+
+        def shard_y(ctx: Any) -> Any:
+            return y[ctx.replica_id_in_sync_group * shard:(ctx.replica_id_in_sync_group + 1) * shard]
+
+        xd = strategy.experimental_distribute_values_from_function(shard_x)
+        yd = strategy.experimental_distribute_values_from_function(shard_y)
+        per = strategy.run(replica_fn, args=(xd, yd))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+    shape = (batch_size, *_input_shape(model))
+    cf = step.get_concrete_function(tf.TensorSpec(shape, tf.float32), tf.TensorSpec((batch_size,), tf.int32))
+    params = sum(int(v.size) for v in t0)
+    return DataParallel("sync-dp-mirrored", k, batch_size, batch_size, [_caller(cf, host)], ring_bytes(params, k), 0.0,
+                        "formula", params, _evaluator(model, tv, nv, host), slot_devices=[devices[0]],
+                        notes="tf.distribute.MirroredStrategy custom loop (strategy.run, all_reduce, reduce); "
+                              "collective bytes not visible in the graph: 2(K-1)Pd stated")
+
+
+# ----------------------------------------------------------------------------------- async (PS)
+def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, name: str) -> DataParallel:
+    import tensorflow as tf
+
+    k = len(devices)
+    if batch_size % k:
+        raise HgpartError(f"batch size {batch_size} is not divisible by K = {k} workers", where=name,
+                          fix="use a batch size that is a multiple of K")
+    t0 = [v.numpy() for v in model.trainable_variables]
+    n0 = [v.numpy() for v in model.non_trainable_variables]
+    if name == "async-dp-1ps":
+        t_dev = [devices[0]] * len(t0)
+        n_dev = [devices[0]] * len(n0)
+    else:
+        t_dev = [devices[d] for d in greedy_assign([v.nbytes for v in t0], k)]
+        n_dev = [devices[d] for d in greedy_assign([v.nbytes for v in n0], k)] if n0 else []
+    with tf.device(host):
+        tv = [_copy([v], d)[0] for v, d in zip(t0, t_dev, strict=True)]
+        nv = [_copy([v], d)[0] for v, d in zip(n0, n_dev, strict=True)]
+    upd = _Updates(opt, tv, t_dev)
+    logits = not _softmax_out(model)
+    wb = batch_size // k
+    shape = (wb, *_input_shape(model))
+    fns: list[Callable[[np.ndarray, np.ndarray], float]] = []
+    comm = feed = 0.0
+    for w, d in enumerate(devices):
+        def step(x: Any, y: Any, d: str = d, w: int = w) -> Any:
+            # pull: each read runs on the parameter's device and its value is sent to the worker
+            reads, nreads = [], []
+            for v, vd in zip(tv, t_dev, strict=True):
+                with tf.device(vd), tf.name_scope(f"pull{w}"):
+                    reads.append(v.read_value())
+            for v, vd in zip(nv, n_dev, strict=True):
+                with tf.device(vd), tf.name_scope(f"pull{w}"):
+                    nreads.append(v.read_value())
+            with tf.device(d), tf.name_scope(f"worker{w}"):
+                reads = [tf.identity(r) for r in reads]
+                s, new_nv = _loss_sum(model, reads, [tf.identity(r) for r in nreads], x, y, logits)
+                loss = s / float(wb)
+                grads = tf.gradients(loss, reads)
+            for i, (v, g, vd) in enumerate(zip(tv, grads, t_dev, strict=True)):
+                with tf.device(vd), tf.name_scope(f"push{w}"):
+                    upd.apply(i, v, g)
+            for v, nn, vd in zip(nv, new_nv, n_dev, strict=True):
+                with tf.device(vd):
+                    v.assign(nn)
+            return loss
+
+        cf = tf.function(step).get_concrete_function(tf.TensorSpec(shape, tf.float32), tf.TensorSpec((wb,), tf.int32))
+        b = cross_device_bytes(cf, host)
+        comm += b["comm"]
+        feed += b["feed"]
+        fns.append(_caller(cf, host))
+    params = sum(int(v.size) for v in t0)
+    loads = {dv: sum(v.nbytes for v, vd in zip(t0, t_dev, strict=True) if vd == dv) for dv in devices}
+    return DataParallel(name, k, batch_size, wb, fns, comm, feed, "graph", params, _evaluator(model, tv, nv, host),
+                        slot_devices=list(devices),
+                        notes=("one parameter server on device 0" if name == "async-dp-1ps" else
+                               "parameters greedily by size: " + ", ".join(
+                                   f"dev{i} {loads[dv] / 2**20:.2f} MiB" for i, dv in enumerate(devices)))
+                        + f"; {k} asynchronous workers of {wb} images; a step = {k} worker updates")
+
+
+def make_strategy(name: str, keras_model: Any, device_set: Any, opt: Any, *, batch_size: int) -> DataParallel:
+    """Compile data-parallel strategy ``name`` (see the module docstring) for ``keras_model`` on ``device_set``."""
+    devices = list(device_set.devices)
+    host = getattr(device_set, "host", None) or devices[0]
+    if name not in DP_STRATEGIES:
+        raise HgpartError(f"unknown data-parallel strategy {name!r}", fix=f"use one of {DP_STRATEGIES}")
+    if name == "single":
+        return _sync(keras_model, devices[:1], host, opt, batch_size, "single")
+    if name == "sync-dp":
+        return _sync(keras_model, devices, host, opt, batch_size, "sync-dp")
+    if name == "sync-dp-mirrored":
+        return _mirrored(keras_model, devices, host, opt, batch_size)
+    return _async_ps(keras_model, devices, host, opt, batch_size, name)
+
+
+# ------------------------------------------------------------------------------------------- driver
+def run_slots(fns: Sequence[Callable[[np.ndarray, np.ndarray], float]], xs: np.ndarray, ys: np.ndarray, *,
+              on_task: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run tasks ``xs[i], ys[i]`` with one thread per slot function; each thread takes the next task when free.
+
+    Returns one row per task (``task``, ``slot``, ``loss``, ``start_s``, ``end_s``, ``batch_s``) in finishing order.
+    """
+    n = len(xs)
+    lock = threading.Lock()
+    nxt = [0]
+    rows: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+    t0 = time.perf_counter()
+
+    def worker(slot: int) -> None:
+        fn = fns[slot]
+        while True:
+            with lock:
+                if errors or nxt[0] >= n:
+                    return
+                i = nxt[0]
+                nxt[0] += 1
+            start = time.perf_counter()
+            try:
+                loss = fn(xs[i], ys[i])
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                with lock:
+                    errors.append(exc)
+                return
+            end = time.perf_counter()
+            with lock:
+                row = {"task": i, "slot": slot, "loss": loss, "start_s": start - t0, "end_s": end - t0,
+                       "batch_s": end - start}
+                rows.append(row)
+                if on_task is not None:
+                    on_task(row)
+
+    threads = [threading.Thread(target=worker, args=(s,), daemon=True, name=f"hgpart-dp{s}") for s in range(len(fns))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        exc = errors[0]
+        if isinstance(exc, HgpartError):
+            raise exc
+        raise HgpartError(f"a training step failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+                          where="runtime")
+    rows.sort(key=lambda r: r["end_s"])
+    return rows
