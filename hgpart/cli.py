@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "hgpart.commands.partition_cmds",
     "hgpart.commands.compare_cmds",
     "hgpart.commands.train_cmds",
+    "hgpart.commands.quickstart_cmds",
 ]
 
 
