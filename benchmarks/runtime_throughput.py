@@ -1,0 +1,189 @@
+"""Runtime throughput on real parallel devices: one pinned worker vs K=2 pinned local workers (issue 4 "Benchmark").
+
+Run::
+
+    python benchmarks/runtime_throughput.py                       # minivgg (VGG-style, 32x32) and minires (branching)
+    python benchmarks/runtime_throughput.py --models minivgg --steps 12 --repeats 3 --batch-size 32
+
+For every model it compiles, in this run, a K=1 placement (everything on part 0) and three K=2 placements -
+layer-wise (whole layers, exact min-max DP), coarse and fine (Mt-KaHyPar on the analytic profile) - then trains
+each on local worker processes (``open_local``: one ``tf.distribute.Server`` per worker, pinned with
+``sched_setaffinity``), in async (threaded pipeline, K batches in flight) and sync (K micro-batches, one update)
+mode. Each device configuration runs in its own child process, one after the other, because TensorFlow joins one
+eager cluster per process and the two configurations must not compete for the cores. The baseline worker is
+pinned to ONE core (``--baseline-cores``), so K=2 vs K=1 measures what a second core buys through model
+parallelism on this machine.
+
+Printed: images/s medians over ``--repeats`` runs of ``--steps`` steps (after one warm-up step), the ratio of every
+K=2 row to the K=1 row of the same model and mode, and the bytes that crossed devices in one executed step
+(forward + backward feature maps, read from the step's placed graph) beside the placement's predicted volume x2
+(forward, plus backward minus the input-channel nets that have no gradient). Everything is measured in this run.
+The machine is shared and has 2 cores: expect noise, and the client's own threads compete with the workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+MODELS = {"minivgg": (32, 32, 3), "minires": (32, 32, 3)}
+PLACEMENTS_K2 = ("layerwise", "coarse", "fine")
+MODES = ("async", "sync")
+
+
+def make_placements(model: str, folder: Path, batch_size: int, seed: int) -> dict[str, str]:
+    """K=1 and the three K=2 placements of ``model``, written to ``folder``; name -> path."""
+    import numpy as np
+
+    from hgpart.hypergraph import build_hypergraph
+    from hgpart.models import load_graph
+    from hgpart.partitioners import partition
+    from hgpart.placement import Placement
+    from hgpart.profile import analytic_profile
+
+    graph = load_graph(model, MODELS[model], 10)
+    work = analytic_profile(graph, batch_size).work()
+    out: dict[str, str] = {}
+    hg = build_hypergraph(graph, work, batch_size=batch_size, grain="coarse")
+    one = Placement.from_vertex_parts(graph, hg, np.zeros(hg.num_vertices, dtype=np.int64), k=1, method="single",
+                                      work=work)
+    out["single"] = str(one.save(folder / f"{model}_single_k1.json"))
+    for name in PLACEMENTS_K2:
+        grain = "fine" if name == "fine" else "coarse"
+        hg = build_hypergraph(graph, work, batch_size=batch_size, grain=grain)
+        backend = "layerwise" if name == "layerwise" else "mtkahypar"
+        res = partition(hg, k=2, backend=backend, epsilon=0.05, seed=seed)
+        method = "layerwise" if name == "layerwise" else "hypergraph"
+        pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method=method, work=work)
+        out[name] = str(pl.save(folder / f"{model}_{name}_k2.json"))
+    return out
+
+
+def child(args: argparse.Namespace) -> None:
+    """One device configuration: open the local workers once, train every placement x mode, print JSON rows."""
+    from hgpart.runtime.cluster import open_local, worker_info
+    from hgpart.runtime.train import train
+
+    jobs = json.loads(args.jobs)
+    k = args.child
+    cores = sorted(os.sched_getaffinity(0))[: args.baseline_cores] if k == 1 else None
+    with open_local(k, inter_op=max(4, 2 * k), cores=cores, start_timeout=180) as ds:
+        info = [{"pid": w.pid, "cores": w.cores} for w in worker_info(ds)]
+        for job in jobs:
+            for mode in MODES:
+                ips: list[float] = []
+                res = None
+                for _ in range(args.repeats):
+                    res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps, mode=mode,
+                                dataset="synthetic", inflight=2, seed=0)
+                    ips.append(res.images_per_s)
+                assert res is not None
+                t = res.traffic.check(res.predicted_fwd_bytes) if res.traffic is not None else {}
+                row = {"model": job["model"], "placement": job["name"], "k": k, "mode": mode, "ips": ips,
+                       "median": statistics.median(ips), "workers": info,
+                       "measured_bytes": t.get("model"),
+                       "predicted_bytes": (t["predicted_forward"] + t["predicted_backward"]) if t else None,
+                       "predicted_x2": t.get("predicted_x2"), "rel_err": t.get("rel_err"),
+                       "final_loss": res.losses[-1] if res.losses else None}
+                print("ROW " + json.dumps(row), flush=True)
+
+
+def run_child(k: int, jobs: list[dict[str, str]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    cmd = [sys.executable, __file__, "--child", str(k), "--jobs", json.dumps(jobs), "--steps", str(args.steps),
+           "--repeats", str(args.repeats), "--batch-size", str(args.batch_size),
+           "--baseline-cores", str(args.baseline_cores)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    rows = [json.loads(ln[4:]) for ln in proc.stdout.splitlines() if ln.startswith("ROW ")]
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        print(f"[K={k} child exited {proc.returncode} after {time.perf_counter() - t0:.0f} s]\n{tail}", flush=True)
+    return rows
+
+
+def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    base = {(r["model"], r["mode"]): r["median"] for r in rows if r["k"] == 1}
+    table = Table(title=f"images/s, median of {args.repeats} x {args.steps} steps, batch {args.batch_size}, "
+                        f"local pinned workers (K=1 on {args.baseline_cores} core(s))")
+    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "bytes/step measured",
+                "predicted", "pred. vol x2", "rel.err"):
+        table.add_column(col, justify="left" if col in ("model", "placement", "mode") else "right")
+    for r in rows:
+        b = base.get((r["model"], r["mode"]))
+        ratio = f"{r['median'] / b:.2f}x" if b else "-"
+        meas = f"{r['measured_bytes']:,}" if r["k"] > 1 and r["measured_bytes"] is not None else "-"
+        pred = f"{r['predicted_bytes']:,.0f}" if r["k"] > 1 and r["predicted_bytes"] is not None else "-"
+        x2 = f"{r['predicted_x2']:,.0f}" if r["k"] > 1 and r["predicted_x2"] is not None else "-"
+        err = f"{100 * r['rel_err']:.2f}%" if r["k"] > 1 and r["rel_err"] is not None else "-"
+        table.add_row(r["model"], r["placement"], str(r["k"]), r["mode"], f"{r['median']:.1f}",
+                      " ".join(f"{v:.0f}" for v in r["ips"]), ratio, meas, pred, x2, err)
+    Console(width=160).print(table)
+    for model in sorted({r["model"] for r in rows}):
+        for mode in MODES:
+            k2 = {r["placement"]: r["median"] for r in rows if r["model"] == model and r["mode"] == mode
+                  and r["k"] == 2}
+            if k2:
+                print(f"{model} {mode}: " + ", ".join(f"{p} {v:.1f}" for p, v in k2.items())
+                      + ("; async/sync per placement: " + ", ".join(
+                          f"{p} {v / s:.2f}" for p, v in k2.items()
+                          if (s := next((r['median'] for r in rows if r['model'] == model and r['mode'] == 'sync'
+                                         and r['k'] == 2 and r['placement'] == p), None)))
+                         if mode == "async" else ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="minivgg,minires")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--baseline-cores", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--out", default="benchmarks/results/runtime_throughput")
+    ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--jobs", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SystemExit(f"unknown model(s) {unknown}; choose from {sorted(MODELS)}")
+    t0 = time.perf_counter()
+    jobs1: list[dict[str, str]] = []
+    jobs2: list[dict[str, str]] = []
+    for m in models:
+        paths = make_placements(m, out, args.batch_size, args.seed)
+        jobs1.append({"model": m, "name": "single", "path": paths["single"]})
+        jobs2.extend({"model": m, "name": n, "path": paths[n]} for n in PLACEMENTS_K2)
+    print(f"placements written to {out} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    rows = run_child(1, jobs1, args) + run_child(2, jobs2, args)
+    if not rows:
+        raise SystemExit("no measurements: both children failed (see above)")
+    from hgpart.fileio import write_json
+
+    write_json(out / "results.json", {"args": vars(args), "rows": rows})
+    report(rows, args)
+    print(f"total {time.perf_counter() - t0:.0f} s; rows in {out / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()
