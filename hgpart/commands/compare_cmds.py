@@ -155,3 +155,56 @@ def compare(
     n_place = sum(1 for r in cmp.results if r.placement)
     console.print(f"wrote {len(paths)} report files to {folder}" + (f" and {n_place} placements" if n_place else "")
                   + f" (total {time.perf_counter() - started:.1f} s)", highlight=False)
+
+
+@app.command("compare-run")
+def compare_run(
+    model: str = typer.Option(..., "--model", "-m", help="zoo name, keras:<Application> or .keras file"),
+    input: str | None = typer.Option(None, "--input", "-i", help="input size: 32 (=32x32x3), 16x16x1, ..."),
+    classes: int | None = typer.Option(None, "--classes", help="number of classes (>= 10 for digits)"),
+    devices: str = typer.Option("logical", "--devices", "-d", help="logical, local, gpu or cluster:SPEC"),
+    k: int = typer.Option(2, "--k", help="number of devices K (every strategy uses the same K)"),
+    batch_sizes: str = typer.Option("16,32,64", "--batch-sizes", help="global batch sizes, comma separated"),
+    epochs: float | None = typer.Option(None, "--epochs", help="epochs of digits per run (default 1)"),
+    steps: int | None = typer.Option(None, "--steps", help="global steps per run (overrides --epochs)"),
+    target: float = typer.Option(0.9, "--target", help="target training accuracy for the time-to-accuracy table"),
+    methods: str = typer.Option(",".join(("single", "layerwise-async", "layerwise-sync", "coarse-async",
+                                          "coarse-sync", "fine-async", "fine-sync", "sync-dp", "sync-dp-mirrored",
+                                          "async-dp-1ps", "async-dp-dps")), "--methods", help="strategies to run"),
+    optimizer: str = typer.Option("adam", "--optimizer", help="adam or momentum"),
+    lr: float = typer.Option(1e-3, "--lr", help="learning rate"),
+    seed: int = typer.Option(0, "--seed", help="seed of weights, data order and partitioner"),
+    profile: Path | None = typer.Option(None, "--profile", "-p", help="profile file (default: analytic per BS)"),
+    backend: str = typer.Option("mtkahypar", "--backend", help="hypergraph partitioner backend"),
+    epsilon: float = typer.Option(0.05, "--epsilon", "-e", help="imbalance of the hypergraph partitions"),
+    eval_n: int = typer.Option(512, "--eval-n", help="training images in the fixed evaluation subset"),
+    evals_per_epoch: int = typer.Option(4, "--evals-per-epoch", help="accuracy checks per epoch"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="report folder (default reports/<model>_measured)"),
+    no_plots: bool = typer.Option(False, "--no-plots", help="skip the PNG curves"),
+) -> None:
+    """Measured comparison: train the model under every strategy on the same K devices (time and convergence)."""
+    from rich.console import Console
+
+    from hgpart.runtime.devices import open_devices
+
+    bss = parse_int_list(batch_sizes, what="--batch-sizes")
+    ds = open_devices(devices, k, inter_op=max(4, k + 1))  # first: TensorFlow must not be initialised yet
+    try:
+        from hgpart.compare.measured import run_measured
+        from hgpart.compare.measured_report import print_measured, write_measured
+        from hgpart.models import parse_input
+        from hgpart.profile import Profile
+
+        prof = Profile.load(profile) if profile is not None else None
+        console = Console()
+        cmp = run_measured(model, device_set=ds, input_shape=parse_input(input), num_classes=classes,
+                           batch_sizes=bss, epochs=epochs, steps=steps, target=target,
+                           methods=parse_name_list(methods), optimizer=optimizer, lr=lr, seed=seed, eval_n=eval_n,
+                           evals_per_epoch=evals_per_epoch, profile=prof, backend=backend, epsilon=epsilon,
+                           devices_label=devices, console=console)
+        print_measured(cmp, console=console)
+        folder = out if out is not None else Path("reports") / f"{cmp.model}_measured"
+        paths = write_measured(cmp, folder, plots=not no_plots)
+        console.print(f"wrote {len(paths)} report files to {folder} (total {cmp.seconds:.1f} s)", highlight=False)
+    finally:
+        ds.close()

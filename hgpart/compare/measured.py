@@ -1,0 +1,365 @@
+"""The measured comparison: train one model under every strategy on the same K devices and report time and convergence.
+
+Usage::
+
+    from hgpart.runtime import open_devices
+    ds = open_devices("logical", 2)              # before anything initialises TensorFlow
+    from hgpart.compare.measured import run_measured, write_measured
+    cmp = run_measured("minivgg", input_shape=(32, 32, 3), device_set=ds, batch_sizes=[16, 32, 64], epochs=3)
+    write_measured(cmp, "reports/minivgg_measured")
+
+Strategies (:data:`METHODS`), all with the same data order, initial weights (seed), optimizer and global batch size:
+
+* ``single`` - one device; ``layerwise-*``, ``coarse-*``, ``fine-*`` - model parallelism from a placement compiled
+  on the fly (layer-wise backend; coarse/fine hypergraph with the chosen backend) with the hgpart runtime, in its
+  ``async`` pipeline (K batches in flight) and ``sync`` (K micro-batches, one update) modes;
+* ``sync-dp``, ``sync-dp-mirrored``, ``async-dp-1ps``, ``async-dp-dps`` - :mod:`hgpart.runtime.dataparallel`.
+
+Data: scikit-learn's digits (1,797 images, 10 classes) resized to the model input; an epoch is
+``floor(1797 / B)`` global steps over a per-epoch permutation (seeded; the same for every strategy). Accuracy is
+*training* accuracy on a fixed subset of ``eval_n`` training images (the thesis's Figure 5.2 also reports training
+accuracy), measured ``evals_per_epoch`` times per epoch with the clock stopped: the pipeline drains at each
+evaluation point. Wall time counts training only. Every strategy first runs one untimed warm-up step (it trains).
+
+A strategy that cannot run (a batch size not divisible by K, MirroredStrategy on worker processes, a partitioner
+or runtime error) is recorded with status ``failed`` and the reason; the comparison goes on.
+
+Utilisation: ``cpu_cores`` is this process's CPU time over wall time during training (2.0 = both cores busy;
+on worker processes the workers' CPU is not included); ``slot_busy`` is the share of wall time each driver slot
+(an async pipeline slot, an async-DP worker) had a step in flight. Per-device busy time is *not* measured: logical
+devices share one thread pool, so a device label says nothing about which core ran an op.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hgpart.errors import HgpartError
+
+__all__ = ["METHODS", "MP_METHODS", "DP_METHODS", "MeasuredRun", "MeasuredComparison", "run_measured",
+           "REFERENCE_METHOD"]
+
+MP_METHODS = ("layerwise-async", "layerwise-sync", "coarse-async", "coarse-sync", "fine-async", "fine-sync")
+DP_METHODS = ("sync-dp", "sync-dp-mirrored", "async-dp-1ps", "async-dp-dps")
+METHODS = ("single", *MP_METHODS, *DP_METHODS)
+#: the hypergraph model parallelism the ratios are taken against (the thesis's choice, §5.2.2)
+REFERENCE_METHOD = "coarse-async"
+
+
+@dataclass
+class MeasuredRun:
+    """One strategy at one batch size."""
+
+    method: str
+    batch_size: int
+    status: str  # "ok" | "failed"
+    reason: str = ""
+    steps: int = 0
+    epochs: float = 0.0
+    train_seconds: float = 0.0
+    epoch_seconds: float | None = None
+    images_per_s: float | None = None
+    compile_seconds: float = 0.0
+    comm_bytes_per_step: float | None = None
+    feed_bytes_per_step: float | None = None
+    bytes_source: str = ""
+    time_to_target_s: float | None = None
+    epochs_to_target: float | None = None
+    final_accuracy: float | None = None
+    final_loss: float | None = None
+    cpu_cores: float | None = None
+    slot_busy: list[float] = field(default_factory=list)
+    curve: list[dict[str, Any]] = field(default_factory=list)  # wall_s, step, epoch, train_loss, accuracy, loss
+    notes: str = ""
+
+
+@dataclass
+class MeasuredComparison:
+    """Everything a measured comparison produced (see :func:`run_measured`)."""
+
+    model: str
+    spec: str
+    input_shape: list[int]
+    num_classes: int
+    k: int
+    devices: str
+    batch_sizes: list[int]
+    epochs: float
+    target: float
+    optimizer: str
+    lr: float
+    seed: int
+    eval_n: int
+    images: int
+    profile: str
+    backend: str
+    methods: list[str]
+    runs: list[MeasuredRun] = field(default_factory=list)
+    machine: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def run(self, method: str, batch_size: int) -> MeasuredRun | None:
+        for r in self.runs:
+            if r.method == method and r.batch_size == batch_size:
+                return r
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------- setup
+def _placement(graph: Any, method: str, k: int, batch_size: int, *, profile: Any, backend: str, epsilon: float,
+               seed: int) -> Any:
+    """Compile the placement of a model-parallel method (layer-wise backend, or the hypergraph backend)."""
+    from hgpart.hypergraph import build_hypergraph
+    from hgpart.partitioners import partition
+    from hgpart.placement import Placement
+    from hgpart.profile import analytic_profile
+
+    prof = profile if profile is not None else analytic_profile(graph, batch_size)
+    family = method.split("-")[0]
+    grain = "coarse" if family == "layerwise" else family
+    hg = build_hypergraph(graph, prof.work(), batch_size=batch_size, grain=grain)
+    be = "layerwise" if family == "layerwise" else backend
+    res = partition(hg, k=k, backend=be, epsilon=epsilon, seed=seed)
+    return Placement.from_vertex_parts(graph, hg, res.parts, k=k, method="layerwise" if be == "layerwise"
+                                       else "hypergraph", work=prof.work(),
+                                       provenance={"backend": be, "epsilon": epsilon, "seed": seed})
+
+
+@dataclass
+class _Compiled:
+    fns: list[Callable[[np.ndarray, np.ndarray], float]]
+    task_batch: int
+    comm: float | None
+    feed: float | None
+    source: str
+    evaluate: Callable[[np.ndarray, np.ndarray], tuple[float, float]]
+    notes: str = ""
+
+
+def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any, backend: str,
+             epsilon: float) -> _Compiled:
+    import keras
+
+    from hgpart.models import load_keras_model
+    from hgpart.runtime.dataparallel import make_strategy
+
+    k = ds.k
+    keras.utils.set_random_seed(seed)  # the same initial weights for every strategy
+    model = load_keras_model(spec, input_shape=tuple(graph.input_shape), num_classes=graph.num_classes)
+    if method == "single" or method in DP_METHODS:
+        s = make_strategy(method, model, ds, opt, batch_size=B)
+        return _Compiled(s.slot_fns, s.task_batch, s.comm_bytes_per_step, s.feed_bytes_per_step, s.bytes_source,
+                         s.evaluate, s.notes)
+    from hgpart.frontend import layer_graph_from_keras
+    from hgpart.runtime.partitioned import PartitionedModel
+    from hgpart.runtime.step import TrainStep
+    from hgpart.runtime.traffic import measure_traffic
+
+    mode = method.split("-")[1]
+    if mode == "sync" and B % k:
+        raise HgpartError(f"batch size {B} is not divisible into K = {k} micro-batches", where=method)
+    pl = _placement(graph, method, k, B, profile=profile, backend=backend, epsilon=epsilon, seed=seed)
+    pl.check_model(layer_graph_from_keras(model, name=graph.name), where=f"{method} placement vs Keras model")
+    pm = PartitionedModel(pl, model, ds.devices, host=ds.host)
+    step = TrainStep(pm, opt, batch_size=B, micro_batches=k if mode == "sync" else 1)
+    t = measure_traffic(step)
+
+    def evaluate(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        p = pm.predict(x)
+        if not pm.final_softmax:
+            e = np.exp(p - p.max(axis=1, keepdims=True))
+            p = e / e.sum(axis=1, keepdims=True)
+        loss = float(np.mean(-np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1.0))))
+        return float(np.mean(np.argmax(p, axis=1) == y)), loss
+
+    m = pl.recompute_metrics()
+    fns = [step] * (k if mode == "async" else 1)
+    notes = (f"{pl.method} {pl.grain} placement, Comm. Vol {m.comm_volume_mib:.3f} MiB/forward, "
+             f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
+             + ("; K batches in flight" if mode == "async" else "; K micro-batches per step"))
+    return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes)
+
+
+def machine_info() -> dict[str, Any]:
+    from hgpart.compare.static import machine_info as static_info
+
+    info = dict(static_info())
+    try:
+        import tensorflow as tf
+
+        info["tensorflow"] = tf.__version__
+    except ImportError:  # pragma: no cover - the runtime needs TensorFlow anyway
+        pass
+    info["cores_available"] = len(os.sched_getaffinity(0))
+    return info
+
+
+# ---------------------------------------------------------------------------------------------- run
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _one(method: str, B: int, cmp: MeasuredComparison, graph: Any, ds: Any, opt: Any, x: np.ndarray, y: np.ndarray,
+         ev: tuple[np.ndarray, np.ndarray], *, total_steps: int, steps_per_epoch: int, eval_every: int,
+         profile: Any, epsilon: float, on_steps: Callable[[int], None]) -> MeasuredRun:
+    from hgpart.runtime.dataparallel import run_slots
+
+    run = MeasuredRun(method, B, "ok")
+    t0 = time.perf_counter()
+    c = _compile(method, cmp.spec, graph, ds, opt, B, seed=cmp.seed, profile=profile, backend=cmp.backend,
+                 epsilon=epsilon)
+    per = B // c.task_batch
+    seen: set[int] = set()
+    for fn in c.fns:  # untimed warm-up of each distinct step function (it trains, equally for every method)
+        if id(fn) not in seen:
+            seen.add(id(fn))
+            fn(x[: c.task_batch], y[: c.task_batch])
+    run.compile_seconds = time.perf_counter() - t0
+    run.comm_bytes_per_step, run.feed_bytes_per_step, run.bytes_source, run.notes = c.comm, c.feed, c.source, c.notes
+
+    acc, loss = c.evaluate(*ev)
+    run.curve.append({"wall_s": 0.0, "step": 0, "epoch": 0.0, "train_loss": None, "accuracy": acc,
+                      "loss": loss})
+    wall = cpu = 0.0
+    busy = np.zeros(len(c.fns))
+    done = 0
+    order: dict[int, np.ndarray] = {}
+    while done < total_steps:
+        n = min(eval_every, total_steps - done, steps_per_epoch - done % steps_per_epoch)
+        idx = []
+        for s in range(done, done + n):
+            e, j = divmod(s, steps_per_epoch)
+            if e not in order:
+                order[e] = np.random.default_rng(cmp.seed + 1000 + e).permutation(len(x))
+            idx.append(order[e][j * B:(j + 1) * B])
+        ib = np.concatenate(idx).reshape(n * per, c.task_batch)
+        xs, ys = x[ib], y[ib]
+        c0, w0 = _cpu(), time.perf_counter()
+        rows = run_slots(c.fns, xs, ys, on_task=lambda r: on_steps(1) if (r["task"] + 1) % per == 0 else None)
+        dt = time.perf_counter() - w0
+        cpu += _cpu() - c0
+        wall += dt
+        for r in rows:
+            busy[r["slot"]] += r["batch_s"]
+        done += n
+        acc, loss = c.evaluate(*ev)
+        run.curve.append({"wall_s": wall, "step": done, "epoch": done / steps_per_epoch,
+                          "train_loss": float(np.mean([r["loss"] for r in rows])), "accuracy": acc, "loss": loss})
+        if run.time_to_target_s is None and acc >= cmp.target:
+            run.time_to_target_s, run.epochs_to_target = wall, done / steps_per_epoch
+    run.steps, run.epochs, run.train_seconds = done, done / steps_per_epoch, wall
+    run.epoch_seconds = wall / done * steps_per_epoch
+    run.images_per_s = done * B / wall
+    run.final_accuracy, run.final_loss = acc, loss
+    run.cpu_cores = cpu / wall
+    run.slot_busy = [float(b / wall) for b in busy]
+    return run
+
+
+def run_measured(
+    model: str,
+    *,
+    device_set: Any,
+    input_shape: tuple[int, ...] | None = None,
+    num_classes: int | None = None,
+    batch_sizes: Sequence[int] = (16, 32, 64),
+    epochs: float | None = None,
+    steps: int | None = None,
+    target: float = 0.9,
+    methods: Sequence[str] = METHODS,
+    optimizer: str = "adam",
+    lr: float = 1e-3,
+    seed: int = 0,
+    eval_n: int = 512,
+    evals_per_epoch: int = 4,
+    profile: Any = None,
+    backend: str = "mtkahypar",
+    epsilon: float = 0.05,
+    devices_label: str = "logical",
+    progress: bool = True,
+    console: Any = None,
+) -> MeasuredComparison:
+    """Train ``model`` under every method at every batch size on ``device_set`` (see the module docstring).
+
+    ``steps`` (global steps per run) overrides ``epochs``; ``profile`` is a :class:`hgpart.profile.Profile` used for
+    every placement (default: an analytic profile at each batch size).
+    """
+    from hgpart.models import load_graph
+    from hgpart.runtime.step import OptimizerSpec
+    from hgpart.runtime.train import load_dataset
+
+    started = time.perf_counter()
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise HgpartError(f"unknown method(s) {bad}", where="--methods", fix=f"use any of {', '.join(METHODS)}")
+    if not 0 < target <= 1:
+        raise HgpartError(f"target accuracy {target} is not in (0, 1]", where="--target")
+    if steps is None and epochs is None:
+        epochs = 1.0
+    opt = OptimizerSpec(optimizer, lr)
+    graph = load_graph(model, input_shape=input_shape, num_classes=num_classes)
+    ncls = graph.num_classes or 10
+    x, y = load_dataset("digits", tuple(graph.input_shape), ncls, seed=seed)
+    rng = np.random.default_rng(seed)
+    ev_idx = np.sort(rng.choice(len(x), size=min(eval_n, len(x)), replace=False))
+    ev = (x[ev_idx], y[ev_idx])
+    cmp = MeasuredComparison(
+        model=graph.name, spec=model, input_shape=list(graph.input_shape), num_classes=ncls, k=device_set.k,
+        devices=devices_label, batch_sizes=[int(b) for b in batch_sizes], epochs=float(epochs or 0.0),
+        target=float(target), optimizer=optimizer, lr=float(lr), seed=seed, eval_n=len(ev_idx), images=len(x),
+        profile="analytic (FLOPs) at each batch size" if profile is None else "given profile file",
+        backend=backend, methods=list(methods), machine=machine_info())
+    plan = []
+    for B in cmp.batch_sizes:
+        spe = len(x) // B
+        if spe < 1:
+            raise HgpartError(f"batch size {B} exceeds the {len(x)} digits images", where="--batch-sizes")
+        total = int(steps) if steps is not None else max(1, int(round(float(epochs) * spe)))
+        plan.append((B, spe, total))
+    if steps is not None:
+        cmp.epochs = float(np.mean([t / s for _, s, t in plan]))
+    bar = None
+    if progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                       TimeElapsedColumn(), console=console, transient=False)
+        overall = bar.add_task("all strategies", total=len(plan) * len(methods))
+        bar.start()
+    try:
+        for B, spe, total in plan:
+            for method in methods:
+                task = bar.add_task(f"{method} B={B}", total=total) if bar is not None else None
+
+                def on_steps(n: int, task: Any = task) -> None:
+                    if bar is not None:
+                        bar.update(task, advance=n)
+
+                try:
+                    run = _one(method, B, cmp, graph, device_set, opt, x, y, ev, total_steps=total,
+                               steps_per_epoch=spe, eval_every=max(1, spe // max(1, evals_per_epoch)),
+                               profile=profile, epsilon=epsilon, on_steps=on_steps)
+                except HgpartError as exc:
+                    run = MeasuredRun(method, B, "failed", reason=str(exc))
+                except Exception as exc:  # noqa: BLE001 - one strategy failing must not stop the comparison
+                    first = (str(exc).strip().splitlines() or [""])[0][:300]
+                    run = MeasuredRun(method, B, "failed", reason=f"{type(exc).__name__}: {first}")
+                cmp.runs.append(run)
+                if bar is not None:
+                    bar.update(task, visible=False)
+                    bar.update(overall, advance=1)
+    finally:
+        if bar is not None:
+            bar.stop()
+    cmp.seconds = time.perf_counter() - started
+    return cmp
