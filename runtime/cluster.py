@@ -639,9 +639,11 @@ def guarded(ds: DeviceSet, fn: Callable[..., _T], *args: Any, timeout: float | N
             raise err
     if "error" in box:
         exc = box["error"]
-        if not isinstance(exc, HgpartError):
-            wait_until = time.monotonic() + grace  # the monitor may notice the death a moment after TF does
-            while c.failure is None and time.monotonic() < wait_until and c.procs:
+        if exc is not c.failure:
+            # TF (or a wrapper that rewords TF's error) may see the death a moment before the monitor does:
+            # local deaths show within a poll period, remote ones need the 3 failed probes.
+            wait_until = time.monotonic() + (4 * _POLL_S if c.procs else grace + 3.0)
+            while c.failure is None and time.monotonic() < wait_until:
                 time.sleep(_POLL_S / 2)
             if c.failure is not None:
                 raise c.failure from exc

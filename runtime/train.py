@@ -232,6 +232,7 @@ def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps:
               x: np.ndarray, y: np.ndarray, trace: Any, log: Any, seed: int, progress: bool,
               devices: str) -> TrainResult:
     import tensorflow as tf
+    from hgpart.runtime.cluster import guarded  # a dead worker -> HgpartError in bounded time, not a hang
     from hgpart.runtime.partitioned import PartitionedModel
     from hgpart.runtime.step import TrainStep
     from hgpart.runtime.traffic import measure_traffic
@@ -271,9 +272,11 @@ def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps:
     t0 = time.perf_counter()
     try:
         if mode == "async":
-            rows = run_pipeline(step, x, y, steps=steps, batch_size=B, inflight=inflight, on_step=on_step, seed=seed)
+            rows = guarded(ds, run_pipeline, step, x, y, steps=steps, batch_size=B, inflight=inflight,
+                           on_step=on_step, seed=seed)
         else:
-            rows = run_pipeline(step, x, y, steps=steps, batch_size=B, inflight=1, on_step=on_step, seed=seed)
+            rows = guarded(ds, run_pipeline, step, x, y, steps=steps, batch_size=B, inflight=1, on_step=on_step,
+                           seed=seed)
     finally:
         if prof_dir is not None:
             tf.profiler.experimental.stop()
