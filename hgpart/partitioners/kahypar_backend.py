@@ -61,5 +61,6 @@ def run(
             "threads": 1,
             "deterministic": True,
             "hmetis_write_seconds": info["write_seconds"],
+            "hmetis_read_seconds": info["read_seconds"],
         },
     )

@@ -90,5 +90,6 @@ def run(
             "threads": n,
             "deterministic": deterministic,
             "hmetis_write_seconds": info["write_seconds"],
+            "hmetis_read_seconds": info["read_seconds"],
         },
     )
