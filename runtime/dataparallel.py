@@ -186,6 +186,10 @@ class DataParallel:
     evaluate: Callable[[np.ndarray, np.ndarray], tuple[float, float]]
     slot_devices: list[str] = field(default_factory=list)
     notes: str = ""
+    #: the current trainable parameters of the reference copy (replica 0, or the parameter servers), as numpy
+    weights: Callable[[], list[np.ndarray]] = field(default=lambda: [], repr=False)
+    #: every replica's trainable parameters (synchronous strategies; one list for the others)
+    replica_weights: Callable[[], list[list[np.ndarray]]] = field(default=lambda: [], repr=False)
 
 
 def _softmax_out(model: Any) -> bool:
@@ -314,6 +318,8 @@ def _sync(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, 
     params = sum(int(v.size) for v in t0)
     return DataParallel(name, k, batch_size, batch_size, [call], b["comm"], b["feed"], "graph", params,
                         _evaluator(model, reps[0][0], reps[0][1], host), slot_devices=[devices[0]],
+                        weights=lambda: [v.numpy() for v in reps[0][0]],
+                        replica_weights=lambda: [[v.numpy() for v in r[0]] for r in reps],
                         notes=(f"ring all-reduce over {k} replicas; expected 2(K-1)Pd = {ring_bytes(params, k)} B"
                                if k > 1 else "one device, no communication"))
 
@@ -383,6 +389,8 @@ def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
     params = sum(int(v.size) for v in t0)
     return DataParallel("sync-dp-mirrored", k, batch_size, batch_size, [_caller(cf, host)], ring_bytes(params, k), 0.0,
                         "formula", params, _evaluator(model, tv, nv, host), slot_devices=[devices[0]],
+                        weights=lambda: [v.numpy() for v in tv],
+                        replica_weights=lambda: [[np.asarray(v.values[r]) for v in tv] for r in range(k)],
                         notes="tf.distribute.MirroredStrategy custom loop (strategy.run, all_reduce, reduce); "
                               "collective bytes not visible in the graph: 2(K-1)Pd stated")
 
@@ -443,7 +451,8 @@ def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
     params = sum(int(v.size) for v in t0)
     loads = {dv: sum(v.nbytes for v, vd in zip(t0, t_dev, strict=True) if vd == dv) for dv in devices}
     return DataParallel(name, k, batch_size, wb, fns, comm, feed, "graph", params, _evaluator(model, tv, nv, host),
-                        slot_devices=list(devices),
+                        slot_devices=list(devices), weights=lambda: [v.numpy() for v in tv],
+                        replica_weights=lambda: [[v.numpy() for v in tv]],
                         notes=("one parameter server on device 0" if name == "async-dp-1ps" else
                                "parameters greedily by size: " + ", ".join(
                                    f"dev{i} {loads[dv] / 2**20:.2f} MiB" for i, dv in enumerate(devices)))

@@ -200,6 +200,7 @@ def machine_info() -> dict[str, Any]:
     except ImportError:  # pragma: no cover - the runtime needs TensorFlow anyway
         pass
     info["cores_available"] = len(os.sched_getaffinity(0))
+    info["loadavg_at_start"] = [round(v, 2) for v in os.getloadavg()]  # the machine is shared: say how busy it was
     return info
 
 
@@ -362,4 +363,5 @@ def run_measured(
         if bar is not None:
             bar.stop()
     cmp.seconds = time.perf_counter() - started
+    cmp.machine["loadavg_at_end"] = [round(v, 2) for v in os.getloadavg()]
     return cmp

@@ -136,6 +136,8 @@ def _markdown(cmp: MeasuredComparison, plots: list[str]) -> str:
         f"- placements: compiled on the fly, {cmp.profile}, hypergraph backend {cmp.backend}, layer-wise backend",
         f"- machine: {m.get('cpu', '?')}, {m.get('cores_available', '?')} cores available, "
         f"{m.get('memory_gib', '?')} GiB, Python {m.get('python', '?')}, TensorFlow {m.get('tensorflow', '?')}",
+        f"- load average (1/5/15 min) at start {m.get('loadavg_at_start', '?')}, at end "
+        f"{m.get('loadavg_at_end', '?')} (shared machine: other processes compete for the cores)",
         f"- total time {cmp.seconds:.0f} s", "",
     ]
     body = [_md(t) for t in measured_tables(cmp)]
