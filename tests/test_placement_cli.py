@@ -149,3 +149,20 @@ def test_build_command_writes_both_formats(tmp_path, capsys):
         else:
             vertices, nets = int(head[1]), int(head[2])
         assert f"vertices {vertices:,}" in out and f"nets {nets:,}" in out
+
+
+def test_partition_refuses_a_profile_for_another_model(tmp_path, capsys):
+    from hgpart.models import load_graph
+    from hgpart.profile import analytic_profile
+
+    prof = tmp_path / "minivgg_32_b8.json"
+    analytic_profile(load_graph("minivgg", input_shape=(32, 32, 3)), 8).save(prof)
+    code, out, err = _run(["partition", "--model", "minivgg", "--input", "64", "--profile", str(prof), "--k", "2",
+                           "--out", str(tmp_path / "p.json")], capsys)
+    assert code == 2 and "profile is for model 'minivgg'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p.json").exists()
+    code, out, err = _run(["partition", "--model", "minivgg", "--input", "32", "--profile", str(prof), "--k", "2",
+                           "--backend", "kahypar", "--out", str(tmp_path / "p.json")], capsys)
+    assert code == 0, err
+    pl = load_placement(tmp_path / "p.json")
+    assert pl.batch_size == 8 and pl.provenance["preset"] == "km1" and len(pl.provenance["profile"]["sha256"]) == 16
