@@ -92,6 +92,8 @@ def build(
     channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
     format: str = typer.Option("hmetis", "--format", "-f", help="hmetis (.hgr, fmt 11) or patoh"),
     out: Path | None = typer.Option(None, "--out", "-o", help="output file (default <model>_<grain>.hgr|.patoh)"),
+    k: int = typer.Option(8, "--k", "-k", help="largest K the file is meant for: net costs are put in units so "
+                          "that the km1 objective fits in 32 bits up to this K"),
 ) -> None:
     """Build the coarse- or fine-grain hypergraph and write it for other partitioners (integer weights)."""
     from rich.console import Console
@@ -105,8 +107,9 @@ def build(
         raise HgpartError(f"unknown format {format!r}", where="--format", fix=f"use one of {list(FORMATS)}")
     graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
     hg = _build(graph, prof, grain, group, channel_group)
-    # cost units sized for the worst case at any K, so the file suits every partitioner call
-    sh = scale_hypergraph(hg, k=max(2, hg.num_vertices), epsilon=0.1)
+    if k < 2:
+        raise HgpartError(f"--k {k} must be >= 2")
+    sh = scale_hypergraph(hg, k=k, epsilon=0.1)
     t0 = time.perf_counter()
     suffix = "hgr" if fmt == "hmetis" else "patoh"
     path = out or Path(f"{graph.name}_{grain}{f'_g{group}' if group > 1 else ''}.{suffix}")
