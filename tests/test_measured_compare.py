@@ -1,0 +1,70 @@
+"""The measured comparison (hgpart.compare.measured): writes its report; a failing strategy is reported, not raised."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from hgpart.runtime.devices import open_devices
+
+from hgpart.compare import measured
+from hgpart.compare.measured import run_measured
+from hgpart.compare.measured_report import measured_tables, write_measured
+
+QUICK = dict(input_shape=(16, 16, 3), steps=2, eval_n=32, evals_per_epoch=1, progress=False)
+
+
+def test_quick_comparison_writes_every_report_file(tmp_path) -> None:
+    ds = open_devices("logical", 2)
+    methods = ["single", "coarse-async", "sync-dp", "async-dp-dps"]
+    cmp = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods, **QUICK)
+    assert [r.status for r in cmp.runs] == ["ok"] * 4, [r.reason for r in cmp.runs]
+    for r in cmp.runs:
+        assert r.steps == 2 and r.epoch_seconds > 0 and r.images_per_s > 0
+        assert len(r.curve) == 2 and 0.0 <= r.curve[-1]["accuracy"] <= 1.0
+    by = {r.method: r for r in cmp.runs}
+    assert by["single"].comm_bytes_per_step == 0
+    assert by["coarse-async"].comm_bytes_per_step > 0 and by["sync-dp"].comm_bytes_per_step > 0
+    paths = write_measured(cmp, tmp_path / "rep")
+    names = {p.name for p in paths}
+    assert {"report.md", "runs.csv", "curves.csv", "ratios.csv", "measured.json", "curves_bs8.png"} <= names
+    rows = list(csv.DictReader((tmp_path / "rep" / "runs.csv").open()))
+    assert [r["method"] for r in rows] == methods
+    ratios = list(csv.DictReader((tmp_path / "rep" / "ratios.csv").open()))
+    assert {r["method"] for r in ratios} == {"single", "sync-dp", "async-dp-dps"}
+    data = json.loads((tmp_path / "rep" / "measured.json").read_text())
+    assert data["k"] == 2 and data["machine"]["cores_available"] >= 1
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Per-epoch training time" in md and "Time to 90% training accuracy" in md
+
+
+def test_failing_strategies_are_reported_not_raised(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds = open_devices("logical", 4)
+    real = measured._compile
+
+    def broken(method: str, *args, **kwargs):  # noqa: ANN202
+        if method == "async-dp-1ps":
+            raise RuntimeError("injected failure")
+        return real(method, *args, **kwargs)
+
+    monkeypatch.setattr(measured, "_compile", broken)
+    # batch 6 over K = 4: sync DP cannot split it; the injected error stops async-dp-1ps; single still runs
+    cmp = run_measured("minivgg", device_set=ds, batch_sizes=[6], methods=["single", "sync-dp", "async-dp-1ps"],
+                       **QUICK)
+    st = {r.method: r for r in cmp.runs}
+    assert st["single"].status == "ok"
+    assert st["sync-dp"].status == "failed" and "divisible" in st["sync-dp"].reason
+    assert st["async-dp-1ps"].status == "failed" and "RuntimeError: injected failure" in st["async-dp-1ps"].reason
+    titles = [t.title for t in measured_tables(cmp)]
+    assert "Strategies that could not run" in titles
+    write_measured(cmp, tmp_path / "rep", plots=False)
+    assert "injected failure" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_unknown_method_is_a_clear_error() -> None:
+    from hgpart.errors import HgpartError
+
+    ds = open_devices("logical", 2)
+    with pytest.raises(HgpartError, match="unknown method"):
+        run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=["warp-drive"], **QUICK)
