@@ -12,8 +12,9 @@ right shape, inside a ``tf.function`` (graph mode, as training runs), after
 ``warmup`` untimed calls. Forward = the layer's call in training mode.
 Backward = (forward + gradients w.r.t. the layer's inputs and weights, with a
 random upstream gradient) minus forward, each the median of ``repeats``
-timings taken alternately (so load from other processes hits both alike). A layer with several inputs (Add, Concatenate) gets one random tensor
-per input. Very quick layers are called several times per timing so that the
+timings taken alternately (so load from other processes hits both alike).
+A layer with several inputs (Add, Concatenate) gets one random tensor per
+input. Very quick layers are called several times per timing so that the
 timer's resolution and the call overhead do not dominate.
 
 Analytic mode (:func:`hgpart.profile.analytic_profile`) needs no timing.
