@@ -30,6 +30,17 @@ from hgpart.partitioners.scaling import ScaledHypergraph
 __all__ = ["run_child"]
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM it when the parent dies, so no orphan keeps running."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG = 1
+    except OSError:
+        pass
+
+
 def run_child(
     tool: str,
     sh: ScaledHypergraph,
@@ -56,7 +67,8 @@ def run_child(
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(threads))
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit, env=env)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit, env=env,
+                                  preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         except subprocess.TimeoutExpired:
             raise HgpartError(
                 f"{tool} did not finish within the time limit of {time_limit:g} s",
