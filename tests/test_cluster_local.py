@@ -72,6 +72,64 @@ ds.close()
 emit(phase="done")
 """
 
+# Ctrl-C during a guarded call, then joining existing servers with open_cluster.
+_SCRIPT_MORE = r"""
+import json, os, signal, threading, time
+from hgpart.runtime.cluster import open_local, worker_info, guarded
+import tensorflow as tf
+
+def emit(**kw):
+    print("RESULT " + json.dumps(kw), flush=True)
+
+ds = open_local(2, inter_op=2, start_timeout=120)  # Ctrl-C while a guarded call runs: workers stopped by PID
+pids = [w.pid for w in worker_info(ds)]
+
+def forever():
+    while True:
+        with tf.device(ds.devices[0]):
+            tf.reduce_sum(tf.ones((64, 64))).numpy()
+
+t0 = time.monotonic()
+threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    guarded(ds, forever)
+    interrupted = False
+except KeyboardInterrupt:
+    interrupted = True
+time.sleep(0.2)
+emit(phase="sigint", pids=pids, interrupted=interrupted, seconds=time.monotonic() - t0,
+     alive=[os.path.exists(f"/proc/{p}") for p in pids])
+ds.close()
+
+# An existing cluster: servers we start here by hand stand in for remote hosts; open_cluster must join them,
+# run ops, and leave them running on close (it does not own them).
+import subprocess, sys, tempfile
+from hgpart.runtime import cluster as C
+from hgpart.runtime.cluster import open_cluster
+ports = C._reserve_ports(2)
+spec = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+servers = [subprocess.Popen([sys.executable, str(C._WORKER_SCRIPT), "--cluster", json.dumps(spec), "--task", str(i),
+                             "--parent", str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL) for i in range(2)]
+for srv in servers:
+    srv.stdout.readline()
+path = os.path.join(tempfile.mkdtemp(), "spec.json")
+with open(path, "w") as f:
+    json.dump({"cluster": spec, "task": {"type": "worker", "index": 0}}, f)
+with open_cluster("cluster:" + path, 2) as ds:
+    devs = []
+    for i, dev in enumerate(ds.devices):
+        with tf.device(dev):
+            y = tf.reduce_sum(tf.ones((3, 3)) * float(i + 1))
+        devs.append([y.device, float(y.numpy())])
+still = [srv.poll() is None for srv in servers]
+for srv in servers:
+    srv.kill()
+    srv.wait()
+emit(phase="remote", devices=ds.devices, out=devs, still_running=still)
+emit(phase="more_done")
+"""
+
 # Opens 2 workers, prints their PIDs and waits to be SIGKILLed by the test.
 _SCRIPT_CLIENT = r"""
 import json, time
@@ -100,6 +158,8 @@ def runs():
     """Start both client subprocesses at once; collect the ops run and the SIGKILL run."""
     ops = subprocess.Popen([sys.executable, "-c", _SCRIPT_OPS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=_ENV)
+    more = subprocess.Popen([sys.executable, "-c", _SCRIPT_MORE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_ENV)
     client = subprocess.Popen([sys.executable, "-c", _SCRIPT_CLIENT], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True, env=_ENV)
     try:
@@ -120,12 +180,14 @@ def runs():
                 break
             time.sleep(0.1)
         out, err = ops.communicate(timeout=300)
+        more_out, more_err = more.communicate(timeout=300)
     finally:
-        for p in (ops, client):
+        for p in (ops, more, client):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    return {"ops": _results(out), "ops_rc": ops.returncode, "ops_err": err[-3000:], "client_pids": pids,
+    return {"ops": _results(out) + _results(more_out), "ops_rc": ops.returncode, "more_rc": more.returncode,
+            "ops_err": err[-3000:] + more_err[-3000:], "client_pids": pids,
             "gone_after": gone_after}
 
 
@@ -159,6 +221,23 @@ def test_worker_killed_midway_is_one_clear_error_in_bounded_time(runs):
     assert r["seconds"] < 15.0
     assert "done" in res and runs["ops_rc"] == 0
     assert not any(_alive(p) for p in r["pids"])
+
+
+def test_sigint_stops_workers_and_still_raises_keyboardinterrupt(runs):
+    res = {r["phase"]: r for r in runs["ops"]}
+    assert "sigint" in res, runs["ops_err"]
+    r = res["sigint"]
+    assert r["interrupted"] and r["seconds"] < 10.0
+    assert r["alive"] == [False, False]  # reaped by the handler, so not even zombies remain
+
+
+def test_open_cluster_joins_existing_servers_and_leaves_them_running(runs):
+    res = {r["phase"]: r for r in runs["ops"]}
+    assert "remote" in res, runs["ops_err"]
+    r = res["remote"]
+    assert r["out"] == [[r["devices"][0], 9.0], [r["devices"][1], 18.0]]
+    assert r["still_running"] == [True, True]
+    assert "more_done" in res and runs["more_rc"] == 0
 
 
 def test_workers_exit_when_the_client_is_sigkilled(runs):
