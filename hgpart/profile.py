@@ -156,7 +156,7 @@ def analytic_profile(graph: LayerGraph, batch_size: int) -> Profile:
         mode="analytic",
         fingerprint=graph.fingerprint(),
         layers=layers,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
 
 
