@@ -84,7 +84,7 @@ class VertexBlock:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(-(-e // g) for e, g in zip(self.extent, self.group))
+        return tuple(-(-e // g) for e, g in zip(self.extent, self.group, strict=True))
 
     @property
     def size(self) -> int:
@@ -113,7 +113,7 @@ class VertexBlock:
 
     def group_sizes(self) -> np.ndarray:
         """How many ungrouped elements each vertex of the block covers (shape ``self.shape``)."""
-        sizes = [np.minimum(g, e - np.arange(0, e, g)) for e, g in zip(self.extent, self.group)]
+        sizes = [np.minimum(g, e - np.arange(0, e, g)) for e, g in zip(self.extent, self.group, strict=True)]
         if len(sizes) == 1:
             return sizes[0].astype(np.float64)
         return np.outer(sizes[0], sizes[1]).astype(np.float64)

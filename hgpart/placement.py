@@ -63,7 +63,7 @@ def encode_parts(arr: np.ndarray) -> str | dict[str, Any]:
     starts = np.concatenate([[0], change])
     lengths = np.diff(np.concatenate([starts, [flat.size]]))
     if len(starts) <= max(64, flat.size // 16):
-        return " ".join(f"{int(flat[s])}*{int(n)}" for s, n in zip(starts, lengths))
+        return " ".join(f"{int(flat[s])}*{int(n)}" for s, n in zip(starts, lengths, strict=True))
     raw = flat.astype("<u2").tobytes()
     return {"n": int(flat.size), "b64z": base64.b64encode(zlib.compress(raw, 9)).decode("ascii")}
 
