@@ -162,6 +162,10 @@ def _loss_sum(model: Any, tv: list[Any], nv: list[Any], x: Any, y: Any, logits_o
     import tensorflow as tf
 
     out, new_nv = model.stateless_call(tv, nv, x, training=True)
+    if not logits_out and getattr(out, "op", None) is not None and out.op.type == "Softmax":
+        # the softmax's input: the numerically stable loss, as the MP runtime and Keras itself use; clipped
+        # probabilities would give a zero gradient once a prediction saturates (a diverged run never recovers)
+        out, logits_out = out.op.inputs[0], True
     if logits_out:
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=out)
     else:
@@ -311,7 +315,7 @@ def _sync(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, 
         with tf.device(host):
             return tf.add_n(losses)
 
-    fn = tf.function(step)
+    fn = tf.function(step, autograph=False)
     cf = fn.get_concrete_function(tf.TensorSpec(shape, tf.float32), tf.TensorSpec((batch_size,), tf.int32))
     b = cross_device_bytes(cf, host)
     call = _caller(cf, host)
@@ -371,7 +375,7 @@ def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
         ctx.merge_call(apply, args=(grads,))
         return loss
 
-    @tf.function
+    @tf.function(autograph=False)  # no tensor-dependent Python control flow; AutoGraph only adds risk here
     def step(x: Any, y: Any) -> Any:
         def shard_x(ctx: Any) -> Any:
             return x[ctx.replica_id_in_sync_group * shard:(ctx.replica_id_in_sync_group + 1) * shard]
@@ -443,7 +447,8 @@ def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
                     v.assign(nn)
             return loss
 
-        cf = tf.function(step).get_concrete_function(tf.TensorSpec(shape, tf.float32), tf.TensorSpec((wb,), tf.int32))
+        cf = tf.function(step, autograph=False).get_concrete_function(tf.TensorSpec(shape, tf.float32),
+                                                                      tf.TensorSpec((wb,), tf.int32))
         b = cross_device_bytes(cf, host)
         comm += b["comm"]
         feed += b["feed"]

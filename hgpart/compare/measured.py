@@ -213,6 +213,7 @@ def _cpu() -> float:
 def _one(method: str, B: int, cmp: MeasuredComparison, graph: Any, ds: Any, opt: Any, x: np.ndarray, y: np.ndarray,
          ev: tuple[np.ndarray, np.ndarray], *, total_steps: int, steps_per_epoch: int, eval_every: int,
          profile: Any, epsilon: float, on_steps: Callable[[int], None]) -> MeasuredRun:
+    from hgpart.runtime.cluster import guarded
     from hgpart.runtime.dataparallel import run_slots
 
     run = MeasuredRun(method, B, "ok")
@@ -246,7 +247,9 @@ def _one(method: str, B: int, cmp: MeasuredComparison, graph: Any, ds: Any, opt:
         ib = np.concatenate(idx).reshape(n * per, c.task_batch)
         xs, ys = x[ib], y[ib]
         c0, w0 = _cpu(), time.perf_counter()
-        rows = run_slots(c.fns, xs, ys, on_task=lambda r: on_steps(1) if (r["task"] + 1) % per == 0 else None)
+        # guarded: on worker processes a dead worker becomes one HgpartError in bounded time, never a hang
+        rows = guarded(ds, run_slots, c.fns, xs, ys,
+                       on_task=lambda r: on_steps(1) if (r["task"] + 1) % per == 0 else None)
         dt = time.perf_counter() - w0
         cpu += _cpu() - c0
         wall += dt
@@ -353,8 +356,10 @@ def run_measured(
                 except HgpartError as exc:
                     run = MeasuredRun(method, B, "failed", reason=str(exc))
                 except Exception as exc:  # noqa: BLE001 - one strategy failing must not stop the comparison
-                    first = (str(exc).strip().splitlines() or [""])[0][:300]
-                    run = MeasuredRun(method, B, "failed", reason=f"{type(exc).__name__}: {first}")
+                    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
+                    # TensorFlow puts "in user code:" first and the actual error last
+                    text = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+                    run = MeasuredRun(method, B, "failed", reason=f"{type(exc).__name__}: {text[:400]}")
                 cmp.runs.append(run)
                 if bar is not None:
                     bar.update(task, visible=False)
