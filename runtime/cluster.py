@@ -474,7 +474,9 @@ def _wait_ready(cluster: _Cluster, deadline: float, start_timeout: float) -> Non
                     fix="raise start_timeout on a loaded machine")
             for key, _ in sel.select(timeout=min(left, _POLL_S)):
                 i = key.data
-                chunk = key.fileobj.read() or b""
+                chunk = key.fileobj.read()
+                if chunk is None:  # non-blocking read found nothing after all: select again
+                    continue
                 bufs[i] += chunk
                 if _READY_TAG.encode() in bufs[i]:
                     pending.discard(i)
