@@ -18,6 +18,11 @@ Modes (thesis section 4.2):
 * ``sync`` - one mini-batch per step, split into ``inflight`` micro-batches that flow through the devices together;
   gradients are accumulated and one update is applied, so the result equals single-device training with the same
   micro-batching (equal to plain training for models without BatchNorm, or with one micro-batch).
+
+Traces (``trace=DIR``): after the warm-up, a few extra steps (max(2, inflight), not in the log or the timings; they
+do update the weights) run under TensorFlow's profiler; ``DIR/devices_trace.json`` shows every device's ops in one
+Chrome/Perfetto view and gives each device's busy fraction (``TrainResult.device_busy``; see
+:mod:`hgpart.runtime.devtrace`). ``DIR/pipeline_trace.json`` shows the timed run's batches per in-flight slot.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ class TrainResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     traffic: Any = None
     predicted_fwd_bytes: float = 0.0
+    #: per part: busy fraction in the --trace steps (union of its op intervals / traced wall time); [] untraced
+    device_busy: list[float] = field(default_factory=list)
+    #: files written by --trace (devices_trace.json, pipeline_trace.json)
+    trace_files: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -264,11 +273,18 @@ def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps:
         if bar is not None:
             bar.update(task, advance=1, loss=row["loss"], ips=row["images_per_s"])
 
-    prof_dir = None
-    if trace is not None:
-        prof_dir = Path(trace)
-        prof_dir.mkdir(parents=True, exist_ok=True)
-        tf.profiler.experimental.start(str(prof_dir))
+    dtrace = None
+    if trace is not None:  # a few extra steps under the profiler, before (and not in) the timed run
+        from hgpart.runtime.devtrace import capture_device_trace
+
+        n_trace = max(2, inflight)
+
+        def run_traced(n: int) -> None:
+            guarded(ds, run_pipeline, step, x, y, steps=n, batch_size=B,
+                    inflight=inflight if mode == "async" else 1, seed=seed + 1)
+
+        dtrace = capture_device_trace(step, ds, run_traced, Path(trace), steps=n_trace, inflight=inflight,
+                                      meta=meta)
     t0 = time.perf_counter()
     try:
         if mode == "async":
@@ -278,18 +294,18 @@ def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps:
             rows = guarded(ds, run_pipeline, step, x, y, steps=steps, batch_size=B, inflight=1, on_step=on_step,
                            seed=seed)
     finally:
-        if prof_dir is not None:
-            tf.profiler.experimental.stop()
         if bar is not None:
             bar.stop()
     secs = time.perf_counter() - t0
-    if prof_dir is not None:
-        _write_trace(prof_dir, rows, meta)
+    trace_files: list[str] = []
+    if dtrace is not None:
+        trace_files = [str(dtrace.path), str(_write_trace(Path(trace), rows, meta))]
     if log is not None:
         _write_log(Path(log), rows, meta)
     pred = float(pl.recompute_metrics().comm_volume_mib) * 2**20 * B / pl.batch_size
     return TrainResult(steps=len(rows), images=len(rows) * B, seconds=secs, images_per_s=len(rows) * B / secs,
-                       losses=[r["loss"] for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred)
+                       losses=[r["loss"] for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
+                       device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files)
 
 
 def summary_json(res: TrainResult) -> str:
@@ -297,4 +313,4 @@ def summary_json(res: TrainResult) -> str:
     return json.dumps({"steps": res.steps, "images_per_s": round(res.images_per_s, 2),
                        "final_loss": res.losses[-1] if res.losses else None,
                        "traffic": res.traffic.to_dict() if res.traffic else None,
-                       "predicted_fwd_bytes": res.predicted_fwd_bytes})
+                       "predicted_fwd_bytes": res.predicted_fwd_bytes, "device_busy": res.device_busy})

@@ -23,7 +23,8 @@ def train(
     lr: float = typer.Option(1e-3, "--lr", help="learning rate"),
     dataset: str = typer.Option("synthetic", "--dataset", help="synthetic | digits"),
     inflight: int = typer.Option(0, "--inflight", help="batches in flight / micro-batches (0 = K)"),
-    trace: Path | None = typer.Option(None, "--trace", help="folder for a Chrome trace + TF profiler trace"),
+    trace: Path | None = typer.Option(None, "--trace", help="folder for Chrome/Perfetto traces (devices_trace.json: "
+                                      "the ops of every device in one view, for a few extra steps)"),
     log: Path | None = typer.Option(None, "--log", help="per-step log file (.csv or .json)"),
     seed: int = typer.Option(0, "--seed", help="seed of the Keras initial weights and the data order"),
 ) -> None:
@@ -46,5 +47,9 @@ def train(
               f"not modelled: loss gather {t.loss}, host feed {t.feed}")
     if log:
         con.print(f"log: {log}")
+    if res.device_busy:
+        con.print("device busy (traced steps, union of op intervals / wall time): "
+                  + ", ".join(f"part {p} {100 * b:.1f}%" for p, b in enumerate(res.device_busy)))
     if trace:
-        con.print(f"trace: {trace}/pipeline_trace.json (Chrome/Perfetto) and TF profiler data under {trace}/plugins")
+        con.print(f"trace: {trace}/devices_trace.json (ops per device) and {trace}/pipeline_trace.json (batches per "
+                  f"in-flight slot), Chrome/Perfetto format; raw TF profiler data under {trace}/tf_profile")
