@@ -95,6 +95,7 @@ class PartitionedModel:
         counts = np.bincount(self.owner[out.name], minlength=self.k)
         self.loss_part = int(np.argmax(counts))
         self.final_softmax = out.config.get("activation") == "softmax"
+        self.compute = self._compute_fidelity()
 
     # ------------------------------------------------------------------ planning
     def _check_supported(self) -> None:
@@ -224,6 +225,36 @@ class PartitionedModel:
                     add(p, "kernel", kern, (vi, jp))
                 if "bias" in w and jp.size:
                     add(p, "bias", w["bias"][jp], (jp,))
+
+    def _compute_fidelity(self) -> list[dict[str, Any]]:
+        """Fine Conv2D only: per (layer, part), forward MACs per sample the executed convolutions perform vs the
+        MACs of the (filter, channel) pairs the placement assigns to that part (exact, from the masks)."""
+        rows: list[dict[str, Any]] = []
+        for layer in self.graph.layers:
+            if not self._fine(layer):
+                continue
+            kh, kw = layer.config["kernel_size"]
+            per_pair = int(np.prod(layer.output_shape[:2])) * int(kh) * int(kw)
+            for (name, p), pv in sorted(self._by_layer.get(layer.name, {}).items()):
+                if name != "kernel" or pv.mask is None:
+                    continue
+                executed = per_pair * int(pv.mask.size)  # one convolution over the (channel x filter) box
+                rows.append({"layer": layer.name, "part": p, "assigned_macs": per_pair * int(pv.mask.sum()),
+                             "executed_macs": executed})
+        return rows
+
+    def compute_overhead(self) -> dict[str, Any]:
+        """Executed / assigned forward MACs of the fine convolutions: overall, worst (layer, part), per part."""
+        rows = self.compute
+        if not rows:
+            return {"fine_layers": 0, "ratio": 1.0, "worst": None, "per_part": []}
+        ex = np.array([r["executed_macs"] for r in rows], np.float64)
+        asg = np.array([r["assigned_macs"] for r in rows], np.float64)
+        part = np.array([r["part"] for r in rows], np.int64)
+        worst = int(np.argmax(ex / np.maximum(asg, 1.0)))
+        per_part = [float(ex[part == p].sum() / max(asg[part == p].sum(), 1.0)) for p in range(self.k)]
+        return {"fine_layers": len({r["layer"] for r in rows}), "ratio": float(ex.sum() / max(asg.sum(), 1.0)),
+                "worst": {**rows[worst], "ratio": float(ex[worst] / max(asg[worst], 1.0))}, "per_part": per_part}
 
     @property
     def trainable(self) -> list[PartVariable]:

@@ -62,6 +62,8 @@ class TrainResult:
     predicted_fwd_bytes: float = 0.0
     #: per part: busy fraction in the --trace steps (union of its op intervals / traced wall time); [] untraced
     device_busy: list[float] = field(default_factory=list)
+    #: fine placements: executed / assigned forward MACs of the fine convolutions (PartitionedModel.compute_overhead)
+    compute: dict[str, Any] = field(default_factory=dict)
     #: files written by --trace (devices_trace.json, pipeline_trace.json)
     trace_files: list[str] = field(default_factory=list)
 
@@ -305,7 +307,8 @@ def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps:
     pred = float(pl.recompute_metrics().comm_volume_mib) * 2**20 * B / pl.batch_size
     return TrainResult(steps=len(rows), images=len(rows) * B, seconds=secs, images_per_s=len(rows) * B / secs,
                        losses=[r["loss"] for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
-                       device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files)
+                       device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files,
+                       compute=pm.compute_overhead())
 
 
 def summary_json(res: TrainResult) -> str:

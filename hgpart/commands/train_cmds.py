@@ -47,6 +47,12 @@ def train(
               f"not modelled: loss gather {t.loss}, host feed {t.feed}")
     if log:
         con.print(f"log: {log}")
+    co = res.compute
+    if co.get("fine_layers"):
+        w = co["worst"]
+        con.print(f"fine-grain compute: executed / assigned MACs {co['ratio']:.3f} over {co['fine_layers']} fine conv "
+                  f"layers (per part " + ", ".join(f"{r:.2f}" for r in co["per_part"]) + f"; worst {w['layer']} on "
+                  f"part {w['part']}: {w['ratio']:.2f})")
     if res.device_busy:
         con.print("device busy (traced steps, union of op intervals / wall time): "
                   + ", ".join(f"part {p} {100 * b:.1f}%" for p, b in enumerate(res.device_busy)))
