@@ -150,8 +150,11 @@ class _Updates:
         m, v = self.slots[i]
         t = self.steps[i].assign_add(1.0)
         alpha = o.lr * tf.sqrt(1.0 - tf.pow(o.beta_2, t)) / (1.0 - tf.pow(o.beta_1, t))
-        m_new = m + (g - m) * (1.0 - o.beta_1)
-        v_new = v + (tf.square(g) - v) * (1.0 - o.beta_2)
+        # read each slot once: asynchronous workers update the same slots concurrently, and two reads of ``v``
+        # straddling another worker's write made ``v_new`` ~ 0 (a huge step that killed the network)
+        m0, v0 = m.read_value(), v.read_value()
+        m_new = m0 + (g - m0) * (1.0 - o.beta_1)
+        v_new = v0 + (tf.square(g) - v0) * (1.0 - o.beta_2)
         m.assign(m_new)
         v.assign(v_new)
         w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
