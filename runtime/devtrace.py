@@ -27,8 +27,10 @@ How the ops are recorded (checked on TF 2.21):
   one host; across hosts it is as good as their clock synchronisation). The client (which only feeds batches)
   is not traced.
 
-Busy fraction of a device = length of the union of its op intervals / traced wall time (first op start to last
-op end over all devices). A ``_Recv`` waiting for a tensor is not an op event, so waiting is idle time.
+Busy fraction of a device = length of the union of its op intervals / traced wall time. The traced window is the
+intersection over the trace files of [first op start, last op end] (workers start and stop tracing at slightly
+different times; intervals are clipped to the window). A ``_Recv`` waiting for a tensor is not an op event, so
+waiting is idle time.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class OpEvent:
     """One executed kernel: absolute start in ns (wall clock), duration in ns, on which part and thread."""
 
     part: int
-    thread: str
+    thread: str  # "<trace file>:<thread id>"
     name: str
     op_type: str
     start_ns: int
@@ -136,13 +138,19 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
 
 
 def busy_fractions(events: list[OpEvent], k: int) -> tuple[list[float], float]:
-    """Per part: union of op intervals / wall time of the whole trace; and that wall time in seconds."""
+    """Per part: union of op intervals / traced wall time (see the module docstring); and that time in seconds."""
     if not events:
         return [0.0] * k, 0.0
     part = np.array([e.part for e in events], np.int64)
     start = np.array([e.start_ns for e in events], np.float64)
     end = start + np.array([e.dur_ns for e in events], np.float64)
-    wall = float(end.max() - start.min())
+    src = np.array([e.thread.rpartition(":")[0] for e in events])
+    lo = max(float(start[src == f].min()) for f in np.unique(src))
+    hi = min(float(end[src == f].max()) for f in np.unique(src))
+    if hi <= lo:  # the files do not overlap in time: use the whole span
+        lo, hi = float(start.min()), float(end.max())
+    start, end = np.clip(start, lo, hi), np.clip(end, lo, hi)
+    wall = hi - lo
     busy = [(_union_ns(start[part == p], end[part == p]) / wall if wall > 0 else 0.0) for p in range(k)]
     return busy, wall * 1e-9
 
