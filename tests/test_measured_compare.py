@@ -35,6 +35,8 @@ def test_quick_comparison_writes_every_report_file(tmp_path) -> None:
     assert {r["method"] for r in ratios} == {"single", "sync-dp", "async-dp-dps"}
     data = json.loads((tmp_path / "rep" / "measured.json").read_text())
     assert data["k"] == 2 and data["machine"]["cores_available"] >= 1
+    back = measured.MeasuredComparison.from_dict(data)
+    assert back.runs == cmp.runs and [t.rows for t in measured_tables(back)] == [t.rows for t in measured_tables(cmp)]
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Per-epoch training time" in md and "Time to 90% training accuracy" in md
 

@@ -113,6 +113,16 @@ class MeasuredComparison:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> MeasuredComparison:
+        """Read back ``measured.json`` (e.g. to re-render a report without re-training)."""
+        try:
+            runs = [MeasuredRun(**r) for r in d["runs"]]
+            return MeasuredComparison(**{**d, "runs": runs})
+        except (KeyError, TypeError) as exc:
+            raise HgpartError(f"not a measured comparison: {exc}", where="measured.json",
+                              fix="pass a measured.json written by hgpart compare-run") from None
+
 
 # --------------------------------------------------------------------------------------------- setup
 def _placement(graph: Any, method: str, k: int, batch_size: int, *, profile: Any, backend: str, epsilon: float,

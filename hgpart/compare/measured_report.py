@@ -176,11 +176,15 @@ def _plots(cmp: MeasuredComparison, out: Path) -> list[str]:
         if not runs:
             continue
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+        colors = plt.get_cmap("tab20").colors
         for r in runs:
             t = [p["wall_s"] for p in r.curve]
-            style = "-" if r.method.startswith(("coarse", "fine", "layerwise")) else "--"
-            a1.plot(t, [p["loss"] for p in r.curve], style, marker=".", label=r.method)
-            a2.plot(t, [p["accuracy"] for p in r.curve], style, marker=".", label=r.method)
+            # solid: model parallelism; dashed: data parallelism; dotted: one device. One colour per method.
+            style = ("-" if r.method.startswith(("coarse", "fine", "layerwise")) else
+                     ":" if r.method == "single" else "--")
+            col = colors[(2 * cmp.methods.index(r.method)) % 20 + (cmp.methods.index(r.method) >= 10)]
+            a1.plot(t, [p["loss"] for p in r.curve], style, marker=".", color=col, label=r.method)
+            a2.plot(t, [p["accuracy"] for p in r.curve], style, marker=".", color=col, label=r.method)
         a2.axhline(cmp.target, color="grey", lw=0.8, ls=":")
         a1.set(xlabel="training wall time (s)", ylabel="loss (eval subset)", title=f"Loss, BS={b}, K={cmp.k}")
         a2.set(xlabel="training wall time (s)", ylabel="training accuracy (eval subset)",
