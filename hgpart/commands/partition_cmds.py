@@ -157,7 +157,8 @@ def partition_cmd(
     k: int = typer.Option(..., "--k", "-k", help="number of parts (devices)"),
     epsilon: float = typer.Option(0.1, "--epsilon", "-e", help="allowed imbalance: max part work <= (1+eps) avg"),
     seed: int = typer.Option(1, "--seed", help="random seed (same seed, same placement)"),
-    backend: str = typer.Option("mtkahypar", "--backend", help="partitioner: kahypar, mtkahypar, ..."),
+    backend: str = typer.Option("auto", "--backend", help="partitioner: auto (default), exact, mtkahypar, kahypar, "
+                                "block, layerwise, horizontal, incremental"),
     preset: str | None = typer.Option(None, "--preset", help="backend preset (mtkahypar: deterministic, quality, "
                                       "highest_quality, default, large_k...; kahypar: km1 or an .ini path)"),
     group: int = typer.Option(1, "--group", help="filters per vertex (smaller hypergraph)"),
@@ -166,6 +167,9 @@ def partition_cmd(
     threads: int | None = typer.Option(None, "--threads", help="Mt-KaHyPar threads (default 2)"),
     out: Path | None = typer.Option(None, "--out", "-o",
                                     help="placement file (default partitions/<model>_<grain>_k<K>.json)"),
+    bound: bool = typer.Option(True, "--bound/--no-bound", help="coarse grain: prove a lower bound on the volume "
+                               "(exact integer program) and print the optimality gap"),
+    bound_time_limit: float = typer.Option(30.0, "--bound-time-limit", help="seconds for the lower-bound program"),
 ) -> None:
     """Partition the hypergraph into K parts, write the placement file, print the metrics."""
     import os
@@ -216,6 +220,9 @@ def partition_cmd(
     }
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method="hypergraph", work=prof.work(),
                                      provenance=provenance)
+    certificate = _certificate(hg, res, pl, k=k, epsilon=epsilon, grain=grain, enabled=bound,
+                               time_limit=bound_time_limit)
+    pl.provenance["lower_bound"] = certificate
     path = out or default_placement_path(graph.name, grain, k)
     pl.save(path)
     from hgpart.metrics import PartitionMetrics
@@ -225,6 +232,41 @@ def partition_cmd(
     c.print(f"partitioned in {res.seconds:.2f} s (preset {res.preset}); km1 {res.objective_bytes / 2**20:,.3f} MiB "
             f"(backend's own figure {backend_bytes / 2**20 if backend_bytes is not None else float('nan'):,.3f} MiB); "
             f"wrote {path}", highlight=False)
+    c.print(_certificate_line(certificate, res.objective_bytes), highlight=False)
+
+
+def _certificate(hg: Any, res: Any, pl: Any, *, k: int, epsilon: float, grain: str, enabled: bool,
+                 time_limit: float) -> dict[str, Any]:
+    """Proven lower bound on this placement's volume and its gap (coarse grain), or why there is none.
+
+    The bound is taken at the imbalance the result actually reached, so a
+    backend that overshoots epsilon is not compared with a tighter problem.
+    """
+    if grain != "coarse":
+        return {"status": "not computed", "reason": "fine placements may split filters; no count bound applies"}
+    if not enabled:
+        return {"status": "not computed", "reason": "--no-bound"}
+    lb = res.lower_bound_bytes
+    seconds = 0.0
+    if lb is None:
+        from hgpart.partitioners.exact import coarse_lower_bound
+
+        reached = max(epsilon, float((pl.metrics or {}).get("max_over_avg", 1.0)) - 1.0)
+        t0 = time.perf_counter()
+        lb, _ = coarse_lower_bound(hg, k, reached, time_limit)
+        seconds = time.perf_counter() - t0
+    if lb is None:
+        return {"status": "not computable", "reason": "the filters of a layer are not interchangeable here"}
+    gap = (res.objective_bytes - lb) / res.objective_bytes if res.objective_bytes > 0 else 0.0
+    return {"status": "ok", "lower_bound_bytes": float(lb), "gap": float(max(gap, 0.0)),
+            "seconds": round(seconds, 3), "time_limit": time_limit}
+
+
+def _certificate_line(cert: dict[str, Any], km1: float) -> str:
+    if cert.get("status") != "ok":
+        return f"lower bound: {cert.get('status')} ({cert.get('reason')})"
+    return (f"proven lower bound {cert['lower_bound_bytes'] / 2**20:,.3f} MiB; this placement "
+            f"{km1 / 2**20:,.3f} MiB is within {cert['gap']:.1%} of the optimum")
 
 
 @app.command()
