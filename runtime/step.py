@@ -134,8 +134,11 @@ class TrainStep:
         b1p = tf.pow(o.beta_1, t)
         b2p = tf.pow(o.beta_2, t)
         alpha = o.lr * tf.sqrt(1.0 - b2p) / (1.0 - b1p)
-        m_new = m + (g - m) * (1.0 - o.beta_1)
-        v_new = v + (tf.square(g) - v) * (1.0 - o.beta_2)
+        # read each slot once: in the async pipeline other in-flight batches update the same slots, and two
+        # reads of v in one formula could see two different values (v_new ~ 0, a huge step)
+        m_old, v_old = m.read_value(), v.read_value()
+        m_new = m_old + (g - m_old) * (1.0 - o.beta_1)
+        v_new = v_old + (tf.square(g) - v_old) * (1.0 - o.beta_2)
         m.assign(m_new)
         v.assign(v_new)
         w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
