@@ -57,7 +57,7 @@ import numpy as np
 from hgpart.errors import HgpartError
 
 __all__ = ["DP_STRATEGIES", "DataParallel", "make_strategy", "greedy_assign", "run_slots", "cross_device_bytes",
-           "ring_bytes"]
+           "ring_bytes", "node_devices"]
 
 DP_STRATEGIES = ("single", "sync-dp", "sync-dp-mirrored", "async-dp-1ps", "async-dp-dps")
 
@@ -197,6 +197,30 @@ class DataParallel:
     weights: Callable[[], list[np.ndarray]] = field(default=lambda: [], repr=False)
     #: every replica's trainable parameters (synchronous strategies; one list for the others)
     replica_weights: Callable[[], list[list[np.ndarray]]] = field(default=lambda: [], repr=False)
+    #: the placed concrete function behind each slot function (read by :func:`node_devices` for device traces)
+    concretes: list[Any] = field(default_factory=list, repr=False)
+    host: str = ""
+
+
+def node_devices(s: DataParallel) -> dict[str, str]:
+    """Node name -> device of every op of the strategy's step graphs (what a profiler trace's kernels map to).
+
+    The asynchronous strategies have one graph per worker; a node name that two graphs place on different devices
+    is left out (its kernel events could not be attributed), the rest are merged.
+    """
+    from hgpart.runtime.traffic import graph_devices
+
+    out: dict[str, str] = {}
+    clash: set[str] = set()
+    for cf in s.concretes:
+        graph = cf.graph
+        var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
+        for name, dev in graph_devices(graph, var_devices, s.host).items():
+            if out.setdefault(name, dev) != dev:
+                clash.add(name)
+    for name in clash:
+        del out[name]
+    return out
 
 
 def _softmax_out(model: Any) -> bool:
@@ -326,7 +350,7 @@ def _sync(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, 
     return DataParallel(name, k, batch_size, batch_size, [call], b["comm"], b["feed"], "graph", params,
                         _evaluator(model, reps[0][0], reps[0][1], host), slot_devices=[devices[0]],
                         weights=lambda: [v.numpy() for v in reps[0][0]],
-                        replica_weights=lambda: [[v.numpy() for v in r[0]] for r in reps],
+                        replica_weights=lambda: [[v.numpy() for v in r[0]] for r in reps], concretes=[cf], host=host,
                         notes=(f"ring all-reduce over {k} replicas; expected 2(K-1)Pd = {ring_bytes(params, k)} B"
                                if k > 1 else "one device, no communication"))
 
@@ -398,6 +422,7 @@ def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
                         "formula", params, _evaluator(model, tv, nv, host), slot_devices=[devices[0]],
                         weights=lambda: [v.numpy() for v in tv],
                         replica_weights=lambda: [[np.asarray(v.values[r]) for v in tv] for r in range(k)],
+                        concretes=[cf], host=host,
                         notes="tf.distribute.MirroredStrategy custom loop (strategy.run, all_reduce, reduce); "
                               "collective bytes not visible in the graph: 2(K-1)Pd stated")
 
@@ -426,6 +451,7 @@ def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
     wb = batch_size // k
     shape = (wb, *_input_shape(model))
     fns: list[Callable[[np.ndarray, np.ndarray], float]] = []
+    cfs: list[Any] = []
     comm = feed = 0.0
     for w, d in enumerate(devices):
         def step(x: Any, y: Any, d: str = d, w: int = w) -> Any:
@@ -456,11 +482,12 @@ def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
         comm += b["comm"]
         feed += b["feed"]
         fns.append(_caller(cf, host))
+        cfs.append(cf)
     params = sum(int(v.size) for v in t0)
     loads = {dv: sum(v.nbytes for v, vd in zip(t0, t_dev, strict=True) if vd == dv) for dv in devices}
     return DataParallel(name, k, batch_size, wb, fns, comm, feed, "graph", params, _evaluator(model, tv, nv, host),
                         slot_devices=list(devices), weights=lambda: [v.numpy() for v in tv],
-                        replica_weights=lambda: [[v.numpy() for v in tv]],
+                        replica_weights=lambda: [[v.numpy() for v in tv]], concretes=cfs, host=host,
                         notes=("one parameter server on device 0" if name == "async-dp-1ps" else
                                "parameters greedily by size: " + ", ".join(
                                    f"dev{i} {loads[dv] / 2**20:.2f} MiB" for i, dv in enumerate(devices)))

@@ -176,8 +176,14 @@ def chrome_trace(events: list[OpEvent], devices: list[str], busy: list[float], m
 
 
 def capture_device_trace(step: Any, ds: Any, run: Callable[[int], Any], folder: Path, *, steps: int,
-                         inflight: int, meta: dict[str, Any] | None = None) -> DeviceTrace:
-    """Run about ``steps`` extra pipeline steps under the profiler; write ``folder/devices_trace.json``."""
+                         inflight: int, meta: dict[str, Any] | None = None, devices: list[str] | None = None,
+                         node_devices: dict[str, str] | None = None) -> DeviceTrace:
+    """Run about ``steps`` extra pipeline steps under the profiler; write ``folder/devices_trace.json``.
+
+    ``devices`` (the K parts' devices) and ``node_devices`` (node name -> device of every op that ``run`` executes)
+    replace ``step.pm.devices`` and :func:`op_devices` of ``step`` (``None`` then), so that step functions other than
+    the runtime's ``TrainStep`` (the data-parallel baselines, several graphs) can be traced the same way.
+    """
     import tensorflow as tf
     from hgpart.runtime.cluster import worker_info
 
@@ -185,9 +191,10 @@ def capture_device_trace(step: Any, ds: Any, run: Callable[[int], Any], folder: 
     prof = folder / "tf_profile"
     prof.mkdir(parents=True, exist_ok=True)
     before = set(prof.rglob("*.xplane.pb"))
-    devices = [_canon(d) for d in step.pm.devices]
+    devices = [_canon(d) for d in (devices if devices is not None else step.pm.devices)]
     part_of = {d: p for p, d in enumerate(devices)}
-    node_part = {n: part_of[c] for n, d in op_devices(step).items() if (c := _canon(d)) in part_of}
+    nodes = node_devices if node_devices is not None else op_devices(step)
+    node_part = {n: part_of[c] for n, d in nodes.items() if (c := _canon(d)) in part_of}
     workers = worker_info(ds)
     if not workers:
         tf.profiler.experimental.start(str(prof))

@@ -26,8 +26,18 @@ or runtime error) is recorded with status ``failed`` and the reason; the compari
 
 Utilisation: ``cpu_cores`` is this process's CPU time over wall time during training (2.0 = both cores busy;
 on worker processes the workers' CPU is not included); ``slot_busy`` is the share of wall time each driver slot
-(an async pipeline slot, an async-DP worker) had a step in flight. Per-device busy time is *not* measured: logical
-devices share one thread pool, so a device label says nothing about which core ran an op.
+(an async pipeline slot, an async-DP worker) had a step in flight.
+
+Per-device utilisation (``trace_dir`` given): after the timed run and its last evaluation (so the curves and timings
+are untouched), ``max(2, K)`` more global steps of the same step functions and driver run under TensorFlow's
+profiler (:func:`hgpart.runtime.devtrace.capture_device_trace`, as ``train(..., trace=DIR)`` does for the
+model-parallel runtime; the data-parallel step graphs are mapped to devices by
+:func:`hgpart.runtime.dataparallel.node_devices`). ``device_busy[p]`` is the union of device p's op intervals over
+the traced wall time, in (0, 1] for a device that ran anything; the Chrome/Perfetto view is
+``trace_dir/<method>_bs<B>/devices_trace.json`` (the raw profiler files are deleted). On logical devices the
+devices share one thread pool, so the fractions show how the work was spread over the device labels (their sum can
+exceed the cores); on worker processes they are each process's real busy time. A trace that fails leaves
+``device_busy`` empty and says why in ``trace_note``; the run itself still counts.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,6 +86,9 @@ class MeasuredRun:
     final_loss: float | None = None
     cpu_cores: float | None = None
     slot_busy: list[float] = field(default_factory=list)
+    device_busy: list[float] = field(default_factory=list)  # per device, in the traced steps; [] if not traced
+    trace_path: str = ""  # devices_trace.json of those steps
+    trace_note: str = ""  # why there is no trace, or what it covered
     curve: list[dict[str, Any]] = field(default_factory=list)  # wall_s, step, epoch, train_loss, accuracy, loss
     notes: str = ""
 
@@ -153,6 +167,9 @@ class _Compiled:
     source: str
     evaluate: Callable[[np.ndarray, np.ndarray], tuple[float, float]]
     notes: str = ""
+    #: for the device trace: the step the runtime traces (model parallelism) or the node -> device map (DP)
+    step: Any = None
+    node_devices: Callable[[], dict[str, str]] | None = None
 
 
 def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any, backend: str,
@@ -160,7 +177,7 @@ def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, s
     import keras
 
     from hgpart.models import load_keras_model
-    from hgpart.runtime.dataparallel import make_strategy
+    from hgpart.runtime.dataparallel import make_strategy, node_devices
 
     k = ds.k
     keras.utils.set_random_seed(seed)  # the same initial weights for every strategy
@@ -168,7 +185,7 @@ def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, s
     if method == "single" or method in DP_METHODS:
         s = make_strategy(method, model, ds, opt, batch_size=B)
         return _Compiled(s.slot_fns, s.task_batch, s.comm_bytes_per_step, s.feed_bytes_per_step, s.bytes_source,
-                         s.evaluate, s.notes)
+                         s.evaluate, s.notes, node_devices=lambda: node_devices(s))
     from hgpart.frontend import layer_graph_from_keras
     from hgpart.runtime.partitioned import PartitionedModel
     from hgpart.runtime.step import TrainStep
@@ -196,7 +213,7 @@ def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, s
     notes = (f"{pl.method} {pl.grain} placement, Comm. Vol {m.comm_volume_mib:.3f} MiB/forward, "
              f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
              + ("; K batches in flight" if mode == "async" else "; K micro-batches per step"))
-    return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes)
+    return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step)
 
 
 def machine_info() -> dict[str, Any]:
@@ -215,6 +232,35 @@ def machine_info() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- run
+def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: Path, *, seed: int,
+           meta: dict[str, Any]) -> tuple[list[float], str, str]:
+    """Device busy fractions of ``max(2, K)`` extra global steps under the profiler (see the module docstring)."""
+    import shutil
+
+    from hgpart.runtime.cluster import guarded
+    from hgpart.runtime.dataparallel import run_slots
+    from hgpart.runtime.devtrace import capture_device_trace
+
+    per = B // c.task_batch
+    n_steps = max(2, ds.k)
+    order = np.random.default_rng(seed).permutation(len(x))
+
+    def run(n: int) -> None:
+        idx = np.take(order, np.arange(n * B), mode="wrap").reshape(n * per, c.task_batch)
+        guarded(ds, run_slots, c.fns, x[idx], y[idx])
+
+    nodes = c.node_devices() if c.node_devices is not None else None
+    try:
+        dt = capture_device_trace(c.step, ds, run, folder, steps=n_steps, inflight=max(1, len(c.fns) // per),
+                                  meta=meta, devices=list(ds.devices) if nodes is not None else None,
+                                  node_devices=nodes)
+    finally:
+        shutil.rmtree(folder / "tf_profile", ignore_errors=True)  # raw XSpace files: large, already read
+    note = f"{n_steps} extra steps after the timed run, {dt.wall_s * 1000:.0f} ms traced, ops per device " \
+           f"{dt.ops_per_device}" + (f", {dt.unmatched} kernel events not attributed" if dt.unmatched else "")
+    return [float(b) for b in dt.busy], str(dt.path), note
+
+
 def _cpu() -> float:
     t = os.times()
     return t.user + t.system
@@ -222,7 +268,7 @@ def _cpu() -> float:
 
 def _one(method: str, B: int, cmp: MeasuredComparison, graph: Any, ds: Any, opt: Any, x: np.ndarray, y: np.ndarray,
          ev: tuple[np.ndarray, np.ndarray], *, total_steps: int, steps_per_epoch: int, eval_every: int,
-         profile: Any, epsilon: float, on_steps: Callable[[int], None]) -> MeasuredRun:
+         profile: Any, epsilon: float, on_steps: Callable[[int], None], trace_dir: Path | None = None) -> MeasuredRun:
     from hgpart.runtime.cluster import guarded
     from hgpart.runtime.dataparallel import run_slots
 
@@ -277,6 +323,14 @@ def _one(method: str, B: int, cmp: MeasuredComparison, graph: Any, ds: Any, opt:
     run.final_accuracy, run.final_loss = acc, loss
     run.cpu_cores = cpu / wall
     run.slot_busy = [float(b / wall) for b in busy]
+    if trace_dir is not None:  # after the timed run and its last evaluation: the curves are not affected
+        try:
+            run.device_busy, run.trace_path, run.trace_note = _trace(
+                c, ds, x, y, B, trace_dir / f"{method}_bs{B}", seed=cmp.seed + 2000,
+                meta={"method": method, "batch_size": B, "k": ds.k, "devices": cmp.devices})
+        except Exception as exc:  # noqa: BLE001 - a failed trace must not lose the measured run
+            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
+            run.trace_note = f"not traced: {type(exc).__name__}: {lines[0][:300]}"
     return run
 
 
@@ -302,11 +356,13 @@ def run_measured(
     devices_label: str = "logical",
     progress: bool = True,
     console: Any = None,
+    trace_dir: str | os.PathLike[str] | None = None,
 ) -> MeasuredComparison:
     """Train ``model`` under every method at every batch size on ``device_set`` (see the module docstring).
 
     ``steps`` (global steps per run) overrides ``epochs``; ``profile`` is a :class:`hgpart.profile.Profile` used for
-    every placement (default: an analytic profile at each batch size).
+    every placement (default: an analytic profile at each batch size). ``trace_dir``: trace each run's devices
+    into ``trace_dir/<method>_bs<B>/`` (module docstring); ``None``: no trace.
     """
     from hgpart.models import load_graph
     from hgpart.runtime.step import OptimizerSpec
@@ -362,7 +418,8 @@ def run_measured(
                 try:
                     run = _one(method, B, cmp, graph, device_set, opt, x, y, ev, total_steps=total,
                                steps_per_epoch=spe, eval_every=max(1, spe // max(1, evals_per_epoch)),
-                               profile=profile, epsilon=epsilon, on_steps=on_steps)
+                               profile=profile, epsilon=epsilon, on_steps=on_steps,
+                               trace_dir=Path(trace_dir) if trace_dir is not None else None)
                 except HgpartError as exc:
                     run = MeasuredRun(method, B, "failed", reason=str(exc))
                 except Exception as exc:  # noqa: BLE001 - one strategy failing must not stop the comparison

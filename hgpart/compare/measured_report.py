@@ -9,8 +9,9 @@ Usage::
 Tables: per-epoch time (methods x batch sizes, like the thesis's Table 5.15), time to the target training accuracy
 (Figure 5.2's measure), images/s, bytes communicated per step, the ratio of each strategy's time to the
 reference hypergraph model parallelism (``coarse-async``; > 1 means the hypergraph run was faster) and
-utilisation. Tables are built once as :class:`hgpart.compare.report.Table` and rendered to both the terminal and
-Markdown. Every file is written atomically.
+utilisation: process CPU cores and, for traced runs, each device's busy % in a few profiled steps. Tables are
+built once as :class:`hgpart.compare.report.Table` and rendered to both the terminal and Markdown.
+Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -82,9 +83,17 @@ def measured_tables(cmp: MeasuredComparison) -> list[Table]:
               "async DP: one step = K worker updates"),
         _grid(cmp, "Process CPU cores used during training (of "
               f"{cmp.machine.get('cores_available', '?')})", lambda r: _f(r.cpu_cores, 2),
-              "CPU time / wall time of this process; per-device busy time is not measured (logical devices share "
-              "one thread pool)"),
+              "CPU time / wall time of this process (on worker processes the workers' CPU is not included)"),
     ]
+    if any(r.device_busy or r.trace_note for r in cmp.runs):
+        tables.append(_grid(
+            cmp, "Device busy % in traced steps (device 0 / device 1 / ...)",
+            lambda r: " / ".join(f"{100 * b:.0f}" for b in r.device_busy) if r.device_busy else "not traced",
+            "union of each device's op intervals / traced wall time, from a TensorFlow profiler trace of max(2, K) "
+            "extra steps after the timed run; Chrome/Perfetto view: each run's devices_trace.json (runs.csv "
+            "trace_path)"
+            + ("; logical devices share one thread pool: the figures show how work was spread over the device "
+               "labels, not parallel cores" if cmp.devices == "logical" else "")))
     rr = ratio_rows(cmp)
     if rr:
         rows = [[f"{r['method']}", str(r["batch_size"]), _f(r["epoch_ratio"]), _f(r["target_ratio"])] for r in rr]
@@ -94,6 +103,10 @@ def measured_tables(cmp: MeasuredComparison) -> list[Table]:
     if failed:
         tables.append(Table("Strategies that could not run", ["Method", "BS", "Reason"],
                             [[r.method, str(r.batch_size), r.reason] for r in failed]))
+    untraced = [r for r in cmp.runs if r.status == "ok" and not r.device_busy and r.trace_note]
+    if untraced:
+        tables.append(Table("Runs whose devices could not be traced", ["Method", "BS", "Reason"],
+                            [[r.method, str(r.batch_size), r.trace_note] for r in untraced]))
     notes = {}
     for r in cmp.runs:
         if r.status == "ok" and r.notes and r.method not in notes:
@@ -161,7 +174,9 @@ def _run_row(r: MeasuredRun) -> dict[str, Any]:
             "epochs_to_target": r.epochs_to_target, "final_accuracy": r.final_accuracy, "final_loss": r.final_loss,
             "comm_bytes_per_step": r.comm_bytes_per_step, "feed_bytes_per_step": r.feed_bytes_per_step,
             "bytes_source": r.bytes_source, "cpu_cores": r.cpu_cores,
-            "slot_busy": ";".join(f"{b:.3f}" for b in r.slot_busy), "compile_seconds": r.compile_seconds}
+            "slot_busy": ";".join(f"{b:.3f}" for b in r.slot_busy),
+            "device_busy": ";".join(f"{b:.3f}" for b in r.device_busy), "trace_path": r.trace_path,
+            "trace_note": r.trace_note, "compile_seconds": r.compile_seconds}
 
 
 def _plots(cmp: MeasuredComparison, out: Path) -> list[str]:
