@@ -7,8 +7,9 @@ Run (from the repository root)::
     python benchmarks/compare_runtime.py --devices local # worker processes instead of logical devices
 
 Prints the tables it measured in this run (per-epoch time, time to 90% training accuracy, images/s, bytes per
-step, CPU use, ratios to coarse-grain hypergraph model parallelism) and writes the report folder
-(default benchmarks/results/compare_runtime_<devices>[_quick]).
+step, CPU use, device busy % from a profiler trace of a few extra steps per run (``--no-trace``: skip), ratios to
+coarse-grain hypergraph model parallelism) and writes the report folder
+(default benchmarks/results/compare_runtime_<devices>[_quick]; traces in its traces/ subfolder).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="minivgg")
     ap.add_argument("--epochs", type=float, default=None)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
+                    help="device busy %% from a profiler trace of a few extra steps per run (default on)")
     args = ap.parse_args(argv)
 
     from hgpart.runtime.devices import open_devices
@@ -48,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
             kw = dict(input_shape=(32, 32, 3), batch_sizes=[16, 32, 64], epochs=args.epochs or 4.0, eval_n=512,
                       evals_per_epoch=4)
         t0 = time.perf_counter()
-        cmp = run_measured(args.model, device_set=ds, target=0.9, devices_label=args.devices, console=console,
-                           progress=sys.stderr.isatty(), **kw)
-        print_measured(cmp, console=console)
         out = args.out or Path("benchmarks/results") / (f"compare_runtime_{args.devices}" + ("_quick" if args.quick
                                                                                            else ""))
+        cmp = run_measured(args.model, device_set=ds, target=0.9, devices_label=args.devices, console=console,
+                           progress=sys.stderr.isatty(), trace_dir=out / "traces" if args.trace else None, **kw)
+        print_measured(cmp, console=console)
         paths = write_measured(cmp, out)
         console.print(f"wrote {len(paths)} files to {out}; benchmark took {time.perf_counter() - t0:.0f} s",
                       highlight=False)

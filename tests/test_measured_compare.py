@@ -18,7 +18,8 @@ QUICK = dict(input_shape=(16, 16, 3), steps=2, eval_n=32, evals_per_epoch=1, pro
 def test_quick_comparison_writes_every_report_file(tmp_path) -> None:
     ds = open_devices("logical", 2)
     methods = ["single", "coarse-async", "sync-dp", "async-dp-dps"]
-    cmp = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods, **QUICK)
+    cmp = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods,
+                       trace_dir=tmp_path / "rep" / "traces", **QUICK)
     assert [r.status for r in cmp.runs] == ["ok"] * 4, [r.reason for r in cmp.runs]
     for r in cmp.runs:
         assert r.steps == 2 and r.epoch_seconds > 0 and r.images_per_s > 0
@@ -39,6 +40,17 @@ def test_quick_comparison_writes_every_report_file(tmp_path) -> None:
     assert back.runs == cmp.runs and [t.rows for t in measured_tables(back)] == [t.rows for t in measured_tables(cmp)]
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Per-epoch training time" in md and "Time to 90% training accuracy" in md
+    # per-device utilisation from the profiler trace: both devices of the coarse placement ran ops
+    assert "Device busy % in traced steps" in md
+    coarse = next(r for r in rows if r["method"] == "coarse-async")
+    busy = [float(b) for b in coarse["device_busy"].split(";")]
+    assert len(busy) == 2 and all(0.0 < b <= 1.0 for b in busy), coarse
+    trace = json.loads(open(coarse["trace_path"]).read())
+    assert trace["otherData"]["device_busy"] == pytest.approx(busy, abs=1e-3)
+    assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 1}
+    # one device: device 1 idle; every traced run says what it covered
+    assert by["single"].device_busy[0] > 0 and by["single"].device_busy[1] == 0
+    assert all(r.trace_note for r in cmp.runs)
 
 
 def test_failing_strategies_are_reported_not_raised(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

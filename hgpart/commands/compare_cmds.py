@@ -181,6 +181,8 @@ def compare_run(
     evals_per_epoch: int = typer.Option(4, "--evals-per-epoch", help="accuracy checks per epoch"),
     out: Path | None = typer.Option(None, "--out", "-o", help="report folder (default reports/<model>_measured)"),
     no_plots: bool = typer.Option(False, "--no-plots", help="skip the PNG curves"),
+    trace: bool = typer.Option(True, "--trace/--no-trace",
+                               help="profile max(2, K) extra steps per run: device busy %, OUT/traces/*.json"),
 ) -> None:
     """Measured comparison: train the model under every strategy on the same K devices (time and convergence)."""
     from rich.console import Console
@@ -192,18 +194,19 @@ def compare_run(
     try:
         from hgpart.compare.measured import run_measured
         from hgpart.compare.measured_report import print_measured, write_measured
-        from hgpart.models import parse_input
+        from hgpart.models import load_graph, parse_input
         from hgpart.profile import Profile
 
         prof = Profile.load(profile) if profile is not None else None
         console = Console()
+        folder = out if out is not None else Path("reports") / (
+            f"{load_graph(model, input_shape=parse_input(input), num_classes=classes).name}_measured")
         cmp = run_measured(model, device_set=ds, input_shape=parse_input(input), num_classes=classes,
                            batch_sizes=bss, epochs=epochs, steps=steps, target=target,
                            methods=parse_name_list(methods), optimizer=optimizer, lr=lr, seed=seed, eval_n=eval_n,
                            evals_per_epoch=evals_per_epoch, profile=prof, backend=backend, epsilon=epsilon,
-                           devices_label=devices, console=console)
+                           devices_label=devices, console=console, trace_dir=folder / "traces" if trace else None)
         print_measured(cmp, console=console)
-        folder = out if out is not None else Path("reports") / f"{cmp.model}_measured"
         paths = write_measured(cmp, folder, plots=not no_plots)
         console.print(f"wrote {len(paths)} report files to {folder} (total {cmp.seconds:.1f} s)", highlight=False)
     finally:
