@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="layerwise,horizontal,incremental,hypergraph")
     ap.add_argument("--epsilon", default="0.1")
     ap.add_argument("--preset", default="default", help="Mt-KaHyPar preset (default: the fast 'default')")
+    ap.add_argument("--backend", default="mtkahypar",
+                    help="hypergraph partitioner: mtkahypar (the thesis's kind of tool) or auto (exact + refinement)")
     ap.add_argument("--budget", type=float, default=None, help="skip hypergraph runs once this many s are spent")
     ap.add_argument("--time-limit", type=float, default=None, help="seconds per hypergraph run")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "vgg16_224_b32_compare"))
@@ -91,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     threads = os.environ.get("HGPART_MTKAHYPAR_THREADS", "backend default")
     console.print(f"VGG16 224x224x3 batch {prof.batch_size}, profile: {source} ({prof.mode}, {prof.work_unit}); "
                   f"N = {ks}; fine-grain hypergraph N = {sorted(fine_ks)}; epsilon = {eps}; "
-                  f"Mt-KaHyPar preset {args.preset}, threads {threads}",
+                  f"backend {args.backend}, Mt-KaHyPar preset {args.preset}, threads {threads}",
                   highlight=False)
     cmp = run_static(graph, prof, ks=ks, methods=args.methods.split(","), grains=["coarse", "fine"], epsilons=eps,
-                     backend="mtkahypar", preset=args.preset, time_limit=args.time_limit,
+                     backend=args.backend, preset=args.preset, time_limit=args.time_limit,
                      budget_seconds=args.budget, skip=skip, profile_source=source)
     print_report(cmp, images=64000, batch_sizes=[16, 32, 64], console=console)
 

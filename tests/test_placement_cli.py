@@ -117,7 +117,7 @@ def test_partition_command_end_to_end_on_a_branching_zoo_model(tmp_path, capsys,
                            "--seed", "5"], capsys)
     assert code == 2 and "no profile" in err and "hgpart profile" in err and "--analytic" in err
     code, out, err = _run(["partition", "--model", "resnet18", "--input", "32", "--analytic", "--grain", "coarse",
-                           "--k", "2", "--seed", "5", "--group", "2"], capsys)
+                           "--k", "2", "--seed", "5", "--group", "2", "--backend", "mtkahypar"], capsys)
     assert code == 0, err
     path = tmp_path / "partitions" / "resnet18_coarse_k2.json"
     pl = load_placement(path)
@@ -125,6 +125,9 @@ def test_partition_command_end_to_end_on_a_branching_zoo_model(tmp_path, capsys,
     assert prov["backend"] == "mtkahypar" and prov["seed"] == 5 and prov["group"] == 2 and prov["epsilon"] == 0.1
     assert prov["profile"]["mode"] == "analytic" and prov["tool_versions"]["mtkahypar"]
     assert prov["backend_objective_bytes"] == pytest.approx(prov["km1_bytes"])
+    cert = prov["lower_bound"]  # the proven bound of the coarse certificate never exceeds the placement's volume
+    assert cert["status"] == "ok" and 0 <= cert["lower_bound_bytes"] <= prov["km1_bytes"] + 1e-6
+    assert "lower bound" in out
     assert any(layer.kind == "add" for layer in pl.graph.layers)
     m = pl.recompute_metrics()
     # grouped partition, expanded to single filters: same communication as the backend optimised
@@ -166,3 +169,20 @@ def test_partition_refuses_a_profile_for_another_model(tmp_path, capsys):
     assert code == 0, err
     pl = load_placement(tmp_path / "p.json")
     assert pl.batch_size == 8 and pl.provenance["preset"] == "km1" and len(pl.provenance["profile"]["sha256"]) == 16
+
+
+def test_partition_defaults_to_auto_with_an_optimality_certificate(tmp_path, capsys, monkeypatch):
+    """The default backend is auto; on a small VGG-like chain its exact program closes the gap."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(["partition", "--model", "minivgg", "--input", "16", "--analytic", "--k", "2"], capsys)
+    assert code == 0, err
+    prov = load_placement(tmp_path / "partitions" / "minivgg_coarse_k2.json").provenance
+    assert prov["backend"] == "auto"
+    cert = prov["lower_bound"]
+    assert cert["status"] == "ok"
+    assert cert["lower_bound_bytes"] == pytest.approx(prov["km1_bytes"], rel=1e-6)
+    assert "within 0.0% of the optimum" in out
+    code, out, err = _run(["partition", "--model", "minivgg", "--input", "16", "--analytic", "--k", "2",
+                           "--grain", "fine", "--no-bound"], capsys)
+    assert code == 0, err
+    assert "lower bound: not computed" in out
