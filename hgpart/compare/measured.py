@@ -244,8 +244,10 @@ def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: 
     per = B // c.task_batch
     n_steps = max(2, ds.k)
     order = np.random.default_rng(seed).permutation(len(x))
+    ran = [0]  # on worker processes the profiler traces for a fixed time and steps run in rounds until it ends
 
     def run(n: int) -> None:
+        ran[0] += n
         idx = np.take(order, np.arange(n * B), mode="wrap").reshape(n * per, c.task_batch)
         guarded(ds, run_slots, c.fns, x[idx], y[idx])
 
@@ -256,7 +258,7 @@ def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: 
                                   node_devices=nodes)
     finally:
         shutil.rmtree(folder / "tf_profile", ignore_errors=True)  # raw XSpace files: large, already read
-    note = f"{n_steps} extra steps after the timed run, {dt.wall_s * 1000:.0f} ms traced, ops per device " \
+    note = f"{ran[0]} extra steps after the timed run, {dt.wall_s * 1000:.0f} ms traced, ops per device " \
            f"{dt.ops_per_device}" + (f", {dt.unmatched} kernel events not attributed" if dt.unmatched else "")
     return [float(b) for b in dt.busy], str(dt.path), note
 
