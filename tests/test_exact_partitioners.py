@@ -178,3 +178,32 @@ def test_auto_never_worse_than_mtkahypar():
     auto = partition(fine, k=2, backend="auto", epsilon=0.1, time_limit=30)
     mtk = partition(fine, k=2, backend="mtkahypar", epsilon=0.1, preset="quality")
     assert auto.objective_bytes <= mtk.objective_bytes + 1e-6
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    widths=st.lists(st.integers(1, 4), min_size=2, max_size=4),
+    fc=st.lists(st.integers(1, 3), min_size=1, max_size=2),
+    k=st.integers(2, 3),
+    eps=st.sampled_from([0.0, 0.05, 0.3]),
+)
+def test_capacity_cuts_and_pattern_bound_keep_the_optimum(widths, fc, k, eps):
+    """The balance-implied cuts (x <= U y, span >= ceil(n/U), s >= m(n-U)z) and the pattern bound are valid:
+    with layers too heavy for one part the program still finds the brute-force optimum, and the column-generation
+    bound never exceeds it."""
+    from hgpart.partitioners.exact import pattern_bound
+
+    hg = coarse(chain(widths, fc))
+    model = analyze(hg)
+    if int(model.sizes.prod()) > 3000 or hg.num_vertices < k:
+        return
+    best = brute_force_counts(hg, k, eps)
+    if not np.isfinite(best):
+        with pytest.raises(HgpartError):
+            solve_counts(model, k, eps, time_limit=20)
+        return
+    sol = solve_counts(model, k, eps, time_limit=20)
+    assert sol.optimal and sol.objective_bytes == pytest.approx(best)
+    assert km1_bytes(hg, expand_counts(hg, model, sol.counts), k) == pytest.approx(sol.objective_bytes)
+    lb, info = pattern_bound(model, k, eps, time_limit=10)
+    assert 0.0 <= lb <= best * (1 + 1e-7) + 1e-6
