@@ -46,8 +46,6 @@ computed it last: replica 0 for the synchronous strategies.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -516,46 +514,12 @@ def run_slots(fns: Sequence[Callable[[np.ndarray, np.ndarray], float]], xs: np.n
 
     Returns one row per task (``task``, ``slot``, ``loss``, ``start_s``, ``end_s``, ``batch_s``) in finishing order.
     """
-    n = len(xs)
-    lock = threading.Lock()
-    nxt = [0]
-    rows: list[dict[str, Any]] = []
-    errors: list[BaseException] = []
-    t0 = time.perf_counter()
+    from hgpart.runtime.pipeline import run_slots as drive
 
-    def worker(slot: int) -> None:
-        fn = fns[slot]
-        while True:
-            with lock:
-                if errors or nxt[0] >= n:
-                    return
-                i = nxt[0]
-                nxt[0] += 1
-            start = time.perf_counter()
-            try:
-                loss = fn(xs[i], ys[i])
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                with lock:
-                    errors.append(exc)
-                return
-            end = time.perf_counter()
-            with lock:
-                row = {"task": i, "slot": slot, "loss": loss, "start_s": start - t0, "end_s": end - t0,
-                       "batch_s": end - start}
-                rows.append(row)
-                if on_task is not None:
-                    on_task(row)
+    def record(row: dict[str, Any], done: int) -> None:
+        if on_task is not None:
+            on_task(row)
 
-    threads = [threading.Thread(target=worker, args=(s,), daemon=True, name=f"hgpart-dp{s}") for s in range(len(fns))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        exc = errors[0]
-        if isinstance(exc, HgpartError):
-            raise exc
-        raise HgpartError(f"a training step failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-                          where="runtime")
-    rows.sort(key=lambda r: r["end_s"])
-    return rows
+    return drive(fns, len(xs), lambda i: (xs[i], ys[i]), on_task=record, thread_name="hgpart-dp")
+
+

@@ -30,7 +30,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,57 +111,22 @@ def build_for_placement(pl: Placement, *, seed: int = 0) -> Any:
 def run_pipeline(step: Any, x: np.ndarray, y: np.ndarray, *, steps: int, batch_size: int, inflight: int,
                  on_step: Any = None, seed: int = 0) -> list[dict[str, Any]]:
     """Run ``steps`` steps with ``inflight`` worker threads, each taking the next batch as soon as it is free."""
-    n = len(x)
-    order = np.random.default_rng(seed).permutation(n)
-    lock = threading.Lock()
-    nxt = [0]
-    rows: list[dict[str, Any]] = []
-    errors: list[BaseException] = []
-    t0 = time.perf_counter()
+    from hgpart.runtime.pipeline import run_slots
+
+    order = np.random.default_rng(seed).permutation(len(x))
 
     def batch(i: int) -> tuple[np.ndarray, np.ndarray]:
         idx = np.take(order, np.arange(i * batch_size, (i + 1) * batch_size), mode="wrap")
         return x[idx], y[idx]
 
-    def worker(slot: int) -> None:
-        while True:
-            with lock:
-                if errors or nxt[0] >= steps:
-                    return
-                i = nxt[0]
-                nxt[0] += 1
-            xb, yb = batch(i)
-            start = time.perf_counter()
-            try:
-                loss = step(xb, yb)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                with lock:
-                    errors.append(exc)
-                return
-            end = time.perf_counter()
-            with lock:
-                row = {"step": i, "slot": slot, "loss": loss, "start_s": start - t0, "end_s": end - t0,
-                       "batch_s": end - start}
-                rows.append(row)
-                done = len(rows)
-                row["images_per_s"] = done * batch_size / max(end - t0, 1e-9)
-                if on_step is not None:
-                    on_step(row)
+    def record(row: dict[str, Any], done: int) -> None:
+        row["step"] = row["task"]
+        row["images_per_s"] = done * batch_size / max(row["end_s"], 1e-9)
+        if on_step is not None:
+            on_step(row)
 
-    threads = [threading.Thread(target=worker, args=(s,), daemon=True, name=f"hgpart-slot{s}")
-               for s in range(max(1, inflight))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        exc = errors[0]
-        if isinstance(exc, HgpartError):
-            raise exc
-        raise HgpartError(f"a training step failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-                          where="runtime", fix="check the devices (a worker may have died) and the placement")
-    rows.sort(key=lambda r: r["end_s"])
-    return rows
+    return run_slots([step] * max(1, inflight), steps, batch, on_task=record,
+                     fix="check the devices (a worker may have died) and the placement")
 
 
 def _write_log(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
