@@ -207,3 +207,25 @@ def test_capacity_cuts_and_pattern_bound_keep_the_optimum(widths, fc, k, eps):
     assert km1_bytes(hg, expand_counts(hg, model, sol.counts), k) == pytest.approx(sol.objective_bytes)
     lb, info = pattern_bound(model, k, eps, time_limit=10)
     assert 0.0 <= lb <= best * (1 + 1e-7) + 1e-6
+
+
+@pytest.mark.parametrize("widths,fc,k,eps", [([3, 4, 3], [3, 2], 3, 0.05), ([2, 4, 4], [3], 3, 0.2),
+                                             ([3, 3, 4, 2], [2], 2, 0.1)])
+def test_branch_and_price_bound_and_placements_are_exact(widths, fc, k, eps):
+    """Branch and price from a poor incumbent (the even split): its bound never passes the brute-force optimum,
+    any placement it returns has exactly the km1 it claims, and solve_exact matches brute force."""
+    from hgpart.partitioners.exact import even_counts, pattern_bound, solve_exact
+
+    hg = coarse(chain(widths, fc))
+    model = analyze(hg)
+    best = brute_force_counts(hg, k, eps)
+    even = even_counts(model, k)
+    inc = km1_bytes(hg, expand_counts(hg, model, even), k)
+    lb, info = pattern_bound(model, k, eps, time_limit=15, columns=even.T, incumbent_bytes=inc)
+    assert info["nodes"] >= 1 and lb <= best * (1 + 1e-7) + 1e-6
+    if "counts" in info:
+        counts = info["counts"]
+        assert counts.shape == (len(model.members), k) and np.all(counts.sum(axis=1) == model.sizes)
+        assert km1_bytes(hg, expand_counts(hg, model, counts), k) == pytest.approx(info["counts_bytes"])
+    sol = solve_exact(model, k, eps, time_limit=20)
+    assert sol.objective_bytes == pytest.approx(best) and sol.bound_bytes <= best * (1 + 1e-7) + 1e-6

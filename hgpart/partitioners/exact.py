@@ -96,6 +96,8 @@ __all__ = [
     "ExactSolution",
     "analyze",
     "solve_counts",
+    "solve_exact",
+    "pattern_bound",
     "expand_counts",
     "coarse_lower_bound",
     "run",
@@ -464,6 +466,39 @@ def solve_counts(
     return ExactSolution(counts, obj, min(bound_bytes, obj), optimal, str(res.message), secs, info)
 
 
+def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: float,
+                compact_share: float = 0.4) -> ExactSolution:
+    """The compact program first (it proves small K outright), then branch and price to close the gap.
+
+    Why both: HiGHS on the compact program finds good placements fast and
+    proves K <= 4 optimal in seconds, but its bound stalls from K = 8 on
+    (part symmetry, fractional spans); :func:`pattern_bound` proves far more
+    in the remaining time and may also find a cheaper placement. The result
+    keeps the better placement and the larger proven bound.
+    """
+    t0 = time.perf_counter()
+    sol = solve_counts(model, k, epsilon, time_limit=compact_share * time_limit if k > 4 else time_limit)
+    if sol.optimal or not np.isfinite(sol.objective_bytes):
+        return sol
+    rest = time_limit - (time.perf_counter() - t0)
+    if rest < 1.0 or any(t.partial for t in model.net_types):
+        return sol
+    rel_gap = 1e-4
+    lb, info = pattern_bound(model, k, epsilon, time_limit=rest, columns=sol.counts.T,
+                             incumbent_bytes=sol.objective_bytes, rel_gap=rel_gap)
+    counts, obj = sol.counts, sol.objective_bytes
+    better = info.pop("counts", None)
+    if better is not None:
+        cand_obj = float(info.pop("counts_bytes"))
+        if cand_obj < obj:
+            counts, obj = np.asarray(better), cand_obj
+    bound = min(max(sol.bound_bytes, lb), obj)
+    optimal = bound >= obj * (1.0 - rel_gap)
+    return ExactSolution(counts, obj, bound, optimal, "optimal (branch and price)" if optimal else
+                         f"time limit, gap {obj / max(bound, 1e-300) - 1.0:.2%}", time.perf_counter() - t0,
+                         {**sol.info, "pricing": {kk: v for kk, v in info.items() if kk != "counts"}})
+
+
 def expand_counts(hg: Hypergraph, model: CoarseClasses, counts: np.ndarray) -> np.ndarray:
     """Per-vertex parts from class counts: contiguous columns per part, in vertex order."""
     parts = np.zeros(hg.num_vertices, dtype=np.int64)
@@ -505,7 +540,7 @@ def coarse_lower_bound(
         return None, None
     if k <= 1:
         return 0.0, 0.0
-    sol = solve_counts(model, k, epsilon, time_limit=time_limit)
+    sol = solve_exact(model, k, epsilon, time_limit=time_limit)
     best = sol.objective_bytes if np.isfinite(sol.objective_bytes) and not split else None
     return sol.bound_bytes, best
 
@@ -524,7 +559,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0))
         bound = lb.bound_bytes
     else:
-        sol = solve_counts(model, k, epsilon, time_limit=limit)
+        sol = solve_exact(model, k, epsilon, time_limit=limit)
         bound = sol.bound_bytes
     counts = sol.counts if np.isfinite(sol.objective_bytes) else even_counts(model, k)
     parts = expand_counts(hg, model, counts)
@@ -558,50 +593,65 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
 
 
 def pattern_bound(
-    model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, columns: np.ndarray | None = None
+    model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, columns: np.ndarray | None = None,
+    incumbent_bytes: float = float("inf"), rel_gap: float = 1e-4,
 ) -> tuple[float, dict[str, object]]:
-    """Lagrangian lower bound (bytes) on the count program from one part's patterns (column generation).
+    """Proven lower bound (bytes) on the count program by branch and price over one part's patterns.
 
     Why: the compact program's LP relaxation spreads every layer thinly over
     all parts (``y = x / n``) and proves almost nothing at K >= 8. The
     objective is a sum over parts of one part's terms
     ``sum_T w_T z[R_T,q] m_T (n - x[c_T,q])`` and the parts are identical, so
-    for any prices ``pi`` on the constraints ``sum_q x[c,q] = n_c``::
+    for prices ``pi`` on ``sum_q x[c,q] = n_c`` and ``a, b >= 0`` on span
+    limits ``lo_c <= #parts holding class c <= hi_c``::
 
-        OPT >= sum_c pi_c n_c + K * min_P (cost(P) - pi . x(P))
+        OPT >= pi.n + a.lo - b.hi + K * min_P (cost(P) - pi.x(P) - (a - b).u(P))
 
-    where ``P`` ranges over single-part patterns (counts within balance, the
-    part's own ``y``, ``z`` and cost). The inner minimum is a tiny integer
-    program (one part), solved by HiGHS; its proven dual bound is used, so
-    the result is a proof. The prices come from the LP over the patterns
-    found so far (Dantzig-Wolfe master); this convexifies each part and
-    removes part symmetry, which closes most of the compact gap.
+    where ``P`` ranges over single-part patterns (counts within balance,
+    ``u_c = [x_c > 0]``, the part's own ``y``, ``z`` and cost). The inner
+    minimum is a tiny integer program (one part) whose proven HiGHS dual
+    bound is used, so every figure is a proof. Prices come from the LP over
+    the patterns found so far (Dantzig-Wolfe master, slack-penalised so it is
+    always solvable); this convexifies each part and removes part symmetry.
+    The remaining gap comes from fractional parts (e.g. 0.35 of a part that
+    holds a whole layer), so nodes branch on the span of a class
+    (``S_c <= floor`` | ``S_c >= ceil``), best bound first; nodes whose bound
+    reaches ``incumbent_bytes * (1 - rel_gap)`` are closed. The result is the
+    least bound over open nodes (``incumbent_bytes`` when all closed).
     Only for programs whose objective separates per part (no one-to-one
     partial readers); returns ``(0.0, info)`` otherwise. ``columns`` (K x
     classes) seeds the master with a known placement (else an even split).
+    Every few nodes the master is solved with whole parts over the patterns
+    found so far; a placement cheaper than the incumbent is returned as
+    ``info["counts"]`` (classes x K) and tightens the pruning.
     """
+    import heapq
+
     from scipy.optimize import Bounds, LinearConstraint, linprog, milp
     from scipy.sparse import coo_matrix
 
     t0 = time.perf_counter()
-    info: dict[str, object] = {"iterations": 0}
+    info: dict[str, object] = {"iterations": 0, "nodes": 0}
     if any(t.partial for t in model.net_types):
         info["skipped"] = "partial readers"
         return 0.0, info
     C, K = len(model.members), int(k)
     n = model.sizes.astype(float)
     cap = (1.0 + epsilon) * model.total_weight / K
-    # pricing program over one part: x[c], y[b], z[R], s[T]
+    # pricing program over one part: x[c], u[c], y[b], z[R], s[T]
     reader_blocks = sorted(model.reader_classes)
     typed = [t for t in model.net_types if t.readers]
     rsets = sorted({t.readers for t in typed})
-    yi = {b: C + i for i, b in enumerate(reader_blocks)}
-    zi = {r: C + len(yi) + i for i, r in enumerate(rsets)}
-    s0 = C + len(yi) + len(zi)
+    yi = {b: 2 * C + i for i, b in enumerate(reader_blocks)}
+    zi = {r: 2 * C + len(yi) + i for i, r in enumerate(rsets)}
+    s0 = 2 * C + len(yi) + len(zi)
     nvar = s0 + len(typed)
     with np.errstate(divide="ignore", invalid="ignore"):
         fit = np.where(model.weight > 0, np.floor(cap / np.where(model.weight > 0, model.weight, 1.0) + 1e-9), n)
     U = np.minimum(n, fit)
+    if np.any(U < 1):
+        info["skipped"] = "a filter exceeds a part"
+        return 0.0, info
     lo, hi = np.zeros(nvar), np.ones(nvar)
     hi[:C] = U
     hi[s0:] = np.inf
@@ -610,6 +660,9 @@ def pattern_bound(
     wcost = np.zeros(nvar)
     rows: list[tuple[list[tuple[int, float]], float, float]] = []
     rows.append(([(c, float(model.weight[c])) for c in range(C) if model.weight[c] != 0.0], -np.inf, cap))
+    for c in range(C):  # u_c = [x_c > 0]
+        rows.append(([(C + c, float(U[c])), (c, -1.0)], 0.0, np.inf))
+        rows.append(([(c, 1.0), (C + c, -1.0)], 0.0, np.inf))
     for b in reader_blocks:
         for c in model.reader_classes[b]:
             rows.append(([(yi[b], float(U[c])), (c, -1.0)], 0.0, np.inf))
@@ -626,9 +679,10 @@ def pattern_bound(
     A = coo_matrix((vi, (ri, ci)), shape=(len(rows), nvar)).tocsr()
     cons = LinearConstraint(A, np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
 
-    def price(pi: np.ndarray, limit: float) -> tuple[float, np.ndarray | None, float]:
+    def price(pi: np.ndarray, du: np.ndarray, limit: float) -> tuple[float, np.ndarray | None, float]:
         obj = wcost.copy()
         obj[:C] -= pi
+        obj[C : 2 * C] -= du
         res = milp(obj, constraints=cons, integrality=integ, bounds=Bounds(lo, hi),
                    options={"time_limit": max(limit, 0.05), "mip_rel_gap": 1e-9, "disp": False})
         db = getattr(res, "mip_dual_bound", None)
@@ -640,35 +694,126 @@ def pattern_bound(
     def part_cost(x: np.ndarray) -> float:
         """Cost of one part holding counts ``x`` (z = 1 exactly where a reader is present)."""
         on = {b: any(x[c] > 0 for c in model.reader_classes[b]) for b in reader_blocks}
-        tot = 0.0
-        for t in typed:
-            if any(on[b] for b in t.readers):
-                tot += t.cost / MIB * t.per_column * (n[t.cls] - x[t.cls])
-        return tot
+        return sum(t.cost / MIB * t.per_column * (n[t.cls] - x[t.cls])
+                   for t in typed if any(on[b] for b in t.readers))
 
+    # how much a class's span matters: the maps its readers pull in, and the maps it is read for
+    stake = np.ones(C)
+    for t in typed:
+        stake[t.cls] += t.cost / MIB * t.per_column * n[t.cls]
+        for b in t.readers:
+            for c in model.reader_classes[b]:
+                stake[c] += t.cost / MIB * t.per_column * n[t.cls]
     if columns is None:
         columns = even_counts(model, K).T
-    pats = [np.asarray(p, dtype=float) for p in columns]
+    pats = [np.zeros(C)] + [np.asarray(p, dtype=float) for p in columns]
     costs = [part_cost(p) for p in pats]
-    best = 0.0
-    while time.perf_counter() - t0 < time_limit:
-        P = np.array(pats).T  # classes x patterns
-        A_eq = np.vstack([P, np.ones((1, P.shape[1]))])
-        lp = linprog(np.array(costs), A_eq=A_eq, b_eq=np.r_[n, K], bounds=(0, None), method="highs")
-        if lp.status != 0:
-            info["master"] = lp.message
+    big = 10.0 * (sum(t.cost / MIB * t.per_column * n[t.cls] for t in typed) * K + 1.0)
+    inc = incumbent_bytes / MIB
+
+    def node_bound(lim_lo: dict[int, int], lim_hi: dict[int, int]) -> tuple[float, np.ndarray, bool]:
+        """Column generation at one node: (best Lagrangian bound, spans of the last LP, converged)."""
+        best = -np.inf
+        lcls, hcls = sorted(lim_lo), sorted(lim_hi)
+        spans = np.zeros(C)
+        while time.perf_counter() - t0 < time_limit:
+            P = np.array(pats).T
+            Uj = (P > 0).astype(float)
+            J = P.shape[1]
+            nl, nh = len(lcls), len(hcls)
+            a_eq = np.zeros((C + 1, J + 2 * C + nl + nh))
+            a_eq[:C, :J] = P
+            a_eq[:C, J : J + C] = np.eye(C)
+            a_eq[:C, J + C : J + 2 * C] = -np.eye(C)
+            a_eq[C, :J] = 1.0
+            a_ub = np.zeros((nl + nh, a_eq.shape[1]))
+            for i, c in enumerate(lcls):
+                a_ub[i, :J] = -Uj[c]
+                a_ub[i, J + 2 * C + i] = -1.0
+            for i, c in enumerate(hcls):
+                a_ub[nl + i, :J] = Uj[c]
+                a_ub[nl + i, J + 2 * C + nl + i] = -1.0
+            b_ub = np.r_[[-float(lim_lo[c]) for c in lcls], [float(lim_hi[c]) for c in hcls]]
+            obj = np.r_[costs, np.full(2 * C + nl + nh, big)]
+            lp = linprog(obj, A_eq=a_eq, b_eq=np.r_[n, K], A_ub=a_ub if nl + nh else None,
+                         b_ub=b_ub if nl + nh else None, bounds=(0, None), method="highs")
+            if lp.status != 0:
+                info["master"] = lp.message
+                return best, spans, False
+            duals = np.asarray(lp.eqlin.marginals)
+            pi, mu = duals[:C], float(duals[C])
+            du = np.zeros(C)
+            const = float(pi @ n)
+            if nl + nh:
+                mu_ub = -np.asarray(lp.ineqlin.marginals)  # >= 0
+                for i, c in enumerate(lcls):
+                    du[c] += mu_ub[i]
+                    const += mu_ub[i] * lim_lo[c]
+                for i, c in enumerate(hcls):
+                    du[c] -= mu_ub[nl + i]
+                    const -= mu_ub[nl + i] * lim_hi[c]
+            spans = Uj @ lp.x[:J]
+            db, x, val = price(pi, du, time_limit - (time.perf_counter() - t0))
+            info["iterations"] = int(info["iterations"]) + 1
+            best = max(best, const + K * min(db, 0.0))
+            if best >= inc * (1.0 - rel_gap):
+                return best, spans, True
+            if x is None or val - mu >= -1e-7 * max(1.0, abs(lp.fun)):
+                return max(best, min(float(lp.fun), best)), spans, True
+            pats.append(x)
+            costs.append(part_cost(x))
+        return best, spans, False
+
+    def master_ip(limit: float) -> None:
+        """Whole parts from the patterns found so far (restricted master as an integer program)."""
+        nonlocal inc
+        P = np.array(pats).T
+        res = milp(np.array(costs), constraints=LinearConstraint(np.vstack([P, np.ones(P.shape[1])]),
+                                                                   np.r_[n, K], np.r_[n, K]),
+                   integrality=np.ones(P.shape[1], dtype=np.uint8), bounds=Bounds(0, K),
+                   options={"time_limit": max(limit, 0.1), "disp": False})
+        if res.x is not None and float(res.fun) < inc * (1.0 - 1e-9):
+            lam = np.rint(res.x).astype(np.int64)
+            info["counts"] = np.repeat(P, lam, axis=1).astype(np.int64)
+            inc = float(res.fun)
+            info["counts_bytes"] = inc * MIB
+
+    heap: list[tuple[float, int, dict[int, int], dict[int, int]]] = [(0.0, 0, {}, {})]
+    stuck: list[float] = []
+    serial = 1
+    root = None
+    while heap and time.perf_counter() - t0 < time_limit:
+        parent, _, lim_lo, lim_hi = heapq.heappop(heap)
+        if parent >= inc * (1.0 - rel_gap):
+            continue
+        bnd, spans, done = node_bound(lim_lo, lim_hi)
+        bnd = max(bnd, parent)
+        info["nodes"] = int(info["nodes"]) + 1
+        if root is None:
+            root = bnd
+        if int(info["nodes"]) % 10 == 1:
+            master_ip(min(5.0, time_limit - (time.perf_counter() - t0)))
+        if not done:
+            heapq.heappush(heap, (bnd, serial, lim_lo, lim_hi))
             break
-        duals = np.asarray(lp.eqlin.marginals)
-        pi, mu = duals[:C], float(duals[C])
-        db, x, val = price(pi, time_limit - (time.perf_counter() - t0))
-        info["iterations"] = int(info["iterations"]) + 1
-        best = max(best, float(pi @ n) + K * min(db, 0.0))
-        info["master_lp"] = float(lp.fun) * MIB
-        if x is None or val - mu >= -1e-7 * max(1.0, abs(lp.fun)):
-            info["converged"] = True
-            break
-        pats.append(x)
-        costs.append(part_cost(x))
+        if bnd >= inc * (1.0 - rel_gap):
+            continue
+        frac = spans - np.floor(spans + 1e-9)
+        score = np.minimum(frac, 1.0 - frac) * stake
+        score[(frac < 1e-6) | (frac > 1.0 - 1e-6)] = -1.0
+        c = int(np.argmax(score))
+        if score[c] <= 0.0:
+            stuck.append(bnd)
+            continue
+        down, up = int(np.floor(spans[c])), int(np.ceil(spans[c]))
+        heapq.heappush(heap, (bnd, serial, lim_lo, {**lim_hi, c: min(down, lim_hi.get(c, K))}))
+        heapq.heappush(heap, (bnd, serial + 1, {**lim_lo, c: max(up, lim_lo.get(c, 0))}, lim_hi))
+        serial += 2
+    master_ip(min(5.0, max(time_limit - (time.perf_counter() - t0), 0.5)))
+    open_bounds = [h[0] for h in heap if h[0] < inc * (1.0 - rel_gap)] + stuck
+    lb = min(open_bounds) if open_bounds else inc
+    info["root_bytes"] = max(root or 0.0, 0.0) * MIB
+    info["open_nodes"] = len(open_bounds)
     info["patterns"] = len(pats)
     info["seconds"] = time.perf_counter() - t0
-    return max(best, 0.0) * MIB, info
+    return max(min(lb, inc), 0.0) * MIB, info
