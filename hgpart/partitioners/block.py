@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from hgpart.hypergraph import Hypergraph, VertexBlock
+from hgpart.hypergraph import Hypergraph, VertexBlock, sorted_unique
 
 __all__ = ["checkerboard_parts", "contract", "contract_with_map", "choose_groups", "run", "TARGET_PER_LAYER"]
 
@@ -130,7 +130,7 @@ def contract_with_map(hg: Hypergraph, vmap: np.ndarray, blocks: list[VertexBlock
     params = np.bincount(vmap, weights=hg.vertex_params, minlength=nv)
     act = np.bincount(vmap, weights=hg.vertex_act_bytes, minlength=nv)
     pin_net = hg.pin_nets()
-    keys = np.unique(pin_net * nv + vmap[hg.net_pins])
+    keys = sorted_unique(pin_net * nv + vmap[hg.net_pins])
     pnet, pv = np.divmod(keys, nv)
     cnt = np.bincount(pnet, minlength=hg.num_nets)
     keep = cnt >= 2
