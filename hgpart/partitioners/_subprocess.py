@@ -27,7 +27,7 @@ from hgpart.errors import HgpartError
 from hgpart.formats import write_hmetis
 from hgpart.partitioners.scaling import ScaledHypergraph
 
-__all__ = ["run_child"]
+__all__ = ["run_child", "partition_in_child"]
 
 
 def _die_with_parent() -> None:
@@ -89,3 +89,37 @@ def run_child(
                           fix="report this with the model and K")
     info["write_seconds"] = write_seconds
     return parts, info
+
+
+def partition_in_child(
+    tool: str, hg: Any, *, k: int, epsilon: float, seed: int, config: str, preset: str, threads: int,
+    deterministic: bool, time_limit: float | None,
+) -> Any:
+    """Scale ``hg``, run ``tool`` in a child process and wrap its answer as a PartitionResult.
+
+    Both KaHyPar and Mt-KaHyPar go through here, so their provenance (tool
+    version, scaling, threads, determinism, file hand-off times) is recorded alike.
+    """
+    from hgpart.partitioners import PartitionResult
+    from hgpart.partitioners.scaling import scale_hypergraph
+
+    sh = scale_hypergraph(hg, k=k, epsilon=epsilon)
+    parts, info = run_child(tool, sh, k=k, epsilon=epsilon, seed=seed, config=config, threads=threads,
+                            time_limit=time_limit)
+    return PartitionResult(
+        parts=parts,
+        backend=tool,
+        seconds=float(info["seconds"]),
+        preset=preset,
+        backend_objective=float(info["km1"]),
+        objective_scale=sh.cost_scale,
+        info={
+            "tool_version": info["version"],
+            "cost_exact": sh.cost_exact,
+            "weight_scale": sh.weight_scale,
+            "threads": threads,
+            "deterministic": deterministic,
+            "hmetis_write_seconds": info["write_seconds"],
+            "hmetis_read_seconds": info["read_seconds"],
+        },
+    )

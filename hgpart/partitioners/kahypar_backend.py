@@ -20,8 +20,7 @@ from pathlib import Path
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
 from hgpart.partitioners import PartitionResult
-from hgpart.partitioners._subprocess import run_child
-from hgpart.partitioners.scaling import scale_hypergraph
+from hgpart.partitioners._subprocess import partition_in_child
 
 __all__ = ["run", "PRESET_FILE", "DEFAULT_PRESET", "resolve_preset"]
 
@@ -44,23 +43,5 @@ def run(
     hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
 ) -> PartitionResult:
     name, ini = resolve_preset(preset)
-    sh = scale_hypergraph(hg, k=k, epsilon=epsilon)
-    parts, info = run_child("kahypar", sh, k=k, epsilon=epsilon, seed=seed, config=str(ini), threads=1,
-                            time_limit=time_limit)
-    return PartitionResult(
-        parts=parts,
-        backend="kahypar",
-        seconds=float(info["seconds"]),
-        preset=name,
-        backend_objective=float(info["km1"]),
-        objective_scale=sh.cost_scale,
-        info={
-            "tool_version": info["version"],
-            "cost_exact": sh.cost_exact,
-            "weight_scale": sh.weight_scale,
-            "threads": 1,
-            "deterministic": True,
-            "hmetis_write_seconds": info["write_seconds"],
-            "hmetis_read_seconds": info["read_seconds"],
-        },
-    )
+    return partition_in_child("kahypar", hg, k=k, epsilon=epsilon, seed=seed, config=str(ini), preset=name,
+                              threads=1, deterministic=True, time_limit=time_limit)

@@ -24,8 +24,7 @@ import os
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
 from hgpart.partitioners import PartitionResult
-from hgpart.partitioners._subprocess import run_child
-from hgpart.partitioners.scaling import scale_hypergraph
+from hgpart.partitioners._subprocess import partition_in_child
 
 __all__ = ["run", "PRESETS", "DEFAULT_PRESET", "resolve_preset", "DETERMINISTIC_PRESETS", "default_threads"]
 
@@ -73,23 +72,5 @@ def run(
     if not deterministic and not explicit:
         n = 1  # non-deterministic presets are reproducible for a seed only on one thread
     deterministic = deterministic or n == 1
-    sh = scale_hypergraph(hg, k=k, epsilon=epsilon)
-    parts, info = run_child("mtkahypar", sh, k=k, epsilon=epsilon, seed=seed, config=PRESETS[name],
-                            threads=n, time_limit=time_limit)
-    return PartitionResult(
-        parts=parts,
-        backend="mtkahypar",
-        seconds=float(info["seconds"]),
-        preset=name,
-        backend_objective=float(info["km1"]),
-        objective_scale=sh.cost_scale,
-        info={
-            "tool_version": info["version"],
-            "cost_exact": sh.cost_exact,
-            "weight_scale": sh.weight_scale,
-            "threads": n,
-            "deterministic": deterministic,
-            "hmetis_write_seconds": info["write_seconds"],
-            "hmetis_read_seconds": info["read_seconds"],
-        },
-    )
+    return partition_in_child("mtkahypar", hg, k=k, epsilon=epsilon, seed=seed, config=PRESETS[name], preset=name,
+                              threads=n, deterministic=deterministic, time_limit=time_limit)
