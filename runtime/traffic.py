@@ -100,7 +100,7 @@ def measure_traffic(step: Any) -> Traffic:
     cf = step.concrete
     graph = cf.graph
     var_devices: dict[int, str] = {}
-    # captured resource handles: map the placeholder tensor inside the graph to the variable's device
+    # captured resource handles: map the captured input (Placeholder op) inside the graph to the variable's device
     for ext, internal in graph.captures:
         d = getattr(ext, "device", "") or ""
         var_devices[id(internal)] = d
