@@ -81,27 +81,12 @@ def cross_device_bytes(concrete: Any, host: str) -> dict[str, int]:
 
     ``feed`` is what the host (the function's arguments) sends to the devices; ``comm`` is everything else.
     """
-    from hgpart.runtime.traffic import graph_devices
+    from hgpart.runtime.traffic import cross_device_edges
 
-    graph = concrete.graph
-    var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
-    dev = graph_devices(graph, var_devices, host)
     args = {t.op.name for t in concrete.inputs[: len(concrete.structured_input_signature[0])]}
-    seen: set[tuple[str, str]] = set()
     out = {"comm": 0, "feed": 0}
-    for op in graph.get_operations():
-        dst = dev.get(op.name, "")
-        if not dst:
-            continue
-        for t in op.inputs:
-            src = dev.get(t.op.name, "")
-            if not src or src == dst or t.dtype.name in ("resource", "variant") or (t.name, dst) in seen:
-                continue
-            seen.add((t.name, dst))
-            if not t.shape.is_fully_defined():
-                continue
-            nbytes = int(np.prod(t.shape.as_list(), dtype=np.int64)) * t.dtype.size
-            out["feed" if _from_args(t, args) else "comm"] += nbytes
+    for t, _, _, _, nbytes in cross_device_edges(concrete, host):
+        out["feed" if _from_args(t, args) else "comm"] += nbytes
     return out
 
 

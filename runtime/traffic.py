@@ -25,12 +25,13 @@ in both directions, but no gradient is computed for the input, so the backward p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Traffic", "measure_traffic", "graph_devices"]
+__all__ = ["Traffic", "measure_traffic", "graph_devices", "cross_device_edges"]
 
 
 @dataclass
@@ -95,40 +96,42 @@ def _category(producer: str, consumer: str) -> str:
     return "other"
 
 
-def measure_traffic(step: Any) -> Traffic:
-    """Count cross-device bytes in ``step.concrete`` (see the module docstring)."""
-    cf = step.concrete
-    graph = cf.graph
-    var_devices: dict[int, str] = {}
-    # captured resource handles: map the captured input (Placeholder op) inside the graph to the variable's device
-    for ext, internal in graph.captures:
-        d = getattr(ext, "device", "") or ""
-        var_devices[id(internal)] = d
-    dev = graph_devices(graph, var_devices, step.pm.host)
+def cross_device_edges(concrete: Any, host: str) -> Iterator[tuple[Any, Any, str, str, int]]:
+    """Every tensor that crosses devices in a placed ``tf.function`` graph, once per receiving device.
+
+    Yields ``(tensor, consumer op, source device, destination device, bytes)``;
+    resource handles and tensors of unknown shape are skipped. Captured
+    resource handles (the function's captured inputs) take the device of the
+    variable they stand for.
+    """
+    graph = concrete.graph
+    var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
+    dev = graph_devices(graph, var_devices, host)
     seen: set[tuple[str, str]] = set()
-    out = Traffic()
     for op in graph.get_operations():
         dst = dev.get(op.name, "")
         if not dst:
             continue
         for t in op.inputs:
             src = dev.get(t.op.name, "")
-            if not src or src == dst or t.dtype.name in ("resource", "variant"):
+            if not src or src == dst or t.dtype.name in ("resource", "variant") or (t.name, dst) in seen:
                 continue
-            key = (t.name, dst)
-            if key in seen:
+            seen.add((t.name, dst))
+            if not t.shape.is_fully_defined():
                 continue
-            seen.add(key)
-            shape = t.shape
-            if not shape.is_fully_defined():
-                continue
-            nbytes = int(np.prod(shape.as_list(), dtype=np.int64)) * t.dtype.size
-            cat = _category(t.op.name, op.name)
-            if cat == "forward" and "/input/" in t.op.name:
-                out.input_nets += nbytes
-            setattr(out, cat, getattr(out, cat) + nbytes)
-            pair = f"{_short(src)}->{_short(dst)}"
-            out.pairs[pair] = out.pairs.get(pair, 0) + nbytes
+            yield t, op, src, dst, int(np.prod(t.shape.as_list(), dtype=np.int64)) * t.dtype.size
+
+
+def measure_traffic(step: Any) -> Traffic:
+    """Count cross-device bytes in ``step.concrete`` (see the module docstring)."""
+    out = Traffic()
+    for t, op, src, dst, nbytes in cross_device_edges(step.concrete, step.pm.host):
+        cat = _category(t.op.name, op.name)
+        if cat == "forward" and "/input/" in t.op.name:
+            out.input_nets += nbytes
+        setattr(out, cat, getattr(out, cat) + nbytes)
+        pair = f"{_short(src)}->{_short(dst)}"
+        out.pairs[pair] = out.pairs.get(pair, 0) + nbytes
     return out
 
 
