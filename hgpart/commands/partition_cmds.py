@@ -21,7 +21,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -34,6 +34,16 @@ MODEL_HELP = "zoo name (vgg16, resnet18, minivgg, ...), keras:<Application>, or 
 INPUT_HELP = "input size: 224 (=224x224x3), 32x32x1, ... (default: the model's own)"
 PROFILE_HELP = "profile file (default profiles/<model>_<input>_b<batch>.json, made by `hgpart profile`)"
 GRAIN_HELP = "coarse (a vertex per filter) or fine (a vertex per filter x input channel plus reductions)"
+
+
+# options shared by `build` and `partition` (the compiler's inputs)
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)]
+InputOpt = Annotated[str | None, typer.Option("--input", "-i", help=INPUT_HELP)]
+ClassesOpt = Annotated[int | None, typer.Option("--classes", help="number of classes (default: the model's own)")]
+ProfileOpt = Annotated[Path | None, typer.Option("--profile", "-p", help=PROFILE_HELP)]
+AnalyticOpt = Annotated[bool, typer.Option("--analytic", help="FLOP counts instead of a measured profile")]
+BatchOpt = Annotated[int | None, typer.Option("--batch-size", "-b", help="batch size B (default 32)")]
+GrainOpt = Annotated[str, typer.Option("--grain", "-g", help=GRAIN_HELP)]
 
 
 def load_inputs(
@@ -81,13 +91,13 @@ def _check_grain(grain: str) -> None:
 
 @app.command()
 def build(
-    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
-    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
-    classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
-    profile: Path | None = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
-    analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of a measured profile"),
-    batch_size: int | None = typer.Option(None, "--batch-size", "-b", help="batch size B (default 32)"),
-    grain: str = typer.Option("coarse", "--grain", "-g", help=GRAIN_HELP),
+    model: ModelOpt,
+    input: InputOpt = None,
+    classes: ClassesOpt = None,
+    profile: ProfileOpt = None,
+    analytic: AnalyticOpt = False,
+    batch_size: BatchOpt = None,
+    grain: GrainOpt = "coarse",
     group: int = typer.Option(1, "--group", help="filters per vertex"),
     channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
     format: str = typer.Option("hmetis", "--format", "-f", help="hmetis (.hgr, fmt 11) or patoh"),
@@ -147,13 +157,13 @@ def _versions(backend: str, tool_version: str | None) -> dict[str, str]:
 
 @app.command("partition")
 def partition_cmd(
-    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
-    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
-    classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
-    profile: Path | None = typer.Option(None, "--profile", "-p", help=PROFILE_HELP),
-    analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of a measured profile"),
-    batch_size: int | None = typer.Option(None, "--batch-size", "-b", help="batch size B (default 32)"),
-    grain: str = typer.Option("coarse", "--grain", "-g", help=GRAIN_HELP),
+    model: ModelOpt,
+    input: InputOpt = None,
+    classes: ClassesOpt = None,
+    profile: ProfileOpt = None,
+    analytic: AnalyticOpt = False,
+    batch_size: BatchOpt = None,
+    grain: GrainOpt = "coarse",
     k: int = typer.Option(..., "--k", "-k", help="number of parts (devices)"),
     epsilon: float = typer.Option(0.1, "--epsilon", "-e", help="allowed imbalance: max part work <= (1+eps) avg"),
     seed: int = typer.Option(1, "--seed", help="random seed (same seed, same placement)"),
@@ -273,7 +283,7 @@ def _certificate_line(cert: dict[str, Any], km1: float) -> str:
 def metrics(
     file: Path = typer.Argument(..., help="placement file (hgpart.placement/1)"),
     model: str | None = typer.Option(None, "--model", "-m", help="also check the file is for this model"),
-    input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
+    input: InputOpt = None,
     classes: int | None = typer.Option(None, "--classes", help="number of classes (with --model)"),
     optimizer: str = typer.Option("adam", "--optimizer", help="optimizer for the memory columns: sgd, momentum, adam"),
 ) -> None:
