@@ -443,13 +443,23 @@ def _start_local(k: int, groups: list[list[int]], *, inter_op: int, start_timeou
             workers.append(WorkerInfo(task=i, address=spec["worker"][i], pid=procs[-1].pid, cores=groups[i],
                                       device=f"/job:worker/replica:0/task:{i}/device:CPU:0"))
         _wait_ready(cluster, deadline, start_timeout)
+    except BaseException:
+        cluster.stop()
+        raise
+    return _join(cluster, spec, workers, kind="local", inter_op=inter_op, deadline=deadline)
+
+
+def _join(cluster: _Cluster, spec: dict[str, list[str]], workers: list[WorkerInfo], *, kind: str, inter_op: int,
+          deadline: float) -> DeviceSet:
+    """Connect the client, health-check every worker, start the monitor; on any failure stop the cluster."""
+    try:
         _connect(spec, inter_op=inter_op, timeout=max(1.0, deadline - time.monotonic()))
         _health_check(workers, deadline, cluster)
         cluster.start_monitor()
     except BaseException:
         cluster.stop()
         raise
-    return DeviceSet("local", [w.device for w in workers], host=f"/job:{CLIENT_JOB}/replica:0/task:0/device:CPU:0",
+    return DeviceSet(kind, [w.device for w in workers], host=f"/job:{CLIENT_JOB}/replica:0/task:0/device:CPU:0",
                      closers=[cluster.stop])
 
 
@@ -572,15 +582,7 @@ def open_cluster(spec: str, k: int, *, timeout: float = 30.0, inter_op: int = 4)
     _install_hooks()
     with _REG_LOCK:
         _ACTIVE.append(cluster)
-    try:
-        _connect(full, inter_op=inter_op, timeout=max(1.0, deadline - time.monotonic()))
-        _health_check(workers, deadline, cluster)
-        cluster.start_monitor()
-    except BaseException:
-        cluster.stop()
-        raise
-    return DeviceSet("cluster", [w.device for w in workers], host=f"/job:{CLIENT_JOB}/replica:0/task:0/device:CPU:0",
-                     closers=[cluster.stop])
+    return _join(cluster, full, workers, kind="cluster", inter_op=inter_op, deadline=deadline)
 
 
 def _cluster_of(ds: DeviceSet) -> _Cluster | None:
