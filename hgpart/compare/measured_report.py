@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from hgpart.compare.measured import REFERENCE_METHOD, MeasuredComparison, MeasuredRun
-from hgpart.compare.report import Table
-from hgpart.fileio import atomic_write_bytes, atomic_write_text
+from hgpart.compare.report import Table, pyplot_agg, save_png
+from hgpart.fileio import atomic_write_text
 
 __all__ = ["measured_tables", "print_measured", "write_measured", "ratio_rows"]
 
@@ -180,10 +180,7 @@ def _run_row(r: MeasuredRun) -> dict[str, Any]:
 
 
 def _plots(cmp: MeasuredComparison, out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot_agg()
 
     names = []
     for b in cmp.batch_sizes:
@@ -207,10 +204,7 @@ def _plots(cmp: MeasuredComparison, out: Path) -> list[str]:
         a2.legend(fontsize=7, loc="lower right")
         fig.tight_layout()
         name = f"curves_bs{b}.png"
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100)
-        plt.close(fig)
-        atomic_write_bytes(out / name, buf.getvalue())
+        save_png(fig, out / name, dpi=100, tight=False)
         names.append(name)
     return names
 

@@ -36,7 +36,8 @@ from hgpart.errors import HgpartError
 from hgpart.fileio import atomic_write_bytes, atomic_write_text, write_json
 from hgpart.metrics import MIB
 
-__all__ = ["Table", "build_tables", "epoch_rows", "print_report", "write_report", "reference_epsilon"]
+__all__ = ["Table", "build_tables", "epoch_rows", "print_report", "write_report", "reference_epsilon", "pyplot_agg",
+           "save_png"]
 
 
 @dataclass
@@ -330,10 +331,24 @@ def write_report(cmp: StaticComparison, out_dir: str | Path, *, images: int = 64
 # ----------------------------------------------------------------- plots
 
 
-def _save_fig(fig: Any, path: Path) -> Path:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return atomic_write_bytes(path, buf.getvalue())
+def pyplot_agg() -> Any:
+    """matplotlib.pyplot on the Agg backend: plots are written to files, never shown."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_png(fig: Any, path: Path, *, dpi: int = 110, tight: bool = True) -> Path:
+    """Write ``fig`` as a PNG atomically and close it (also when writing fails)."""
+    try:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
+        return atomic_write_bytes(path, buf.getvalue())
+    finally:
+        pyplot_agg().close(fig)
 
 
 def _series(cmp: StaticComparison, col: str) -> list[tuple[str, list[int], list[float], list[float | None]]]:
@@ -357,10 +372,7 @@ def _n_axis(ax: Any, ks: Sequence[int]) -> None:
 
 
 def _line_plot(cmp: StaticComparison, col: str, ylabel: str, title: str, path: Path, *, logy: bool) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot_agg()
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (label, ks, ys, th) in enumerate(_series(cmp, col)):
@@ -378,17 +390,11 @@ def _line_plot(cmp: StaticComparison, col: str, ylabel: str, title: str, path: P
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    try:
-        return _save_fig(fig, path)
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def _memory_plot(cmp: StaticComparison, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot_agg()
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (label, ks, ys, _) in enumerate(_series(cmp, "max_memory_bytes")):
@@ -409,10 +415,7 @@ def _memory_plot(cmp: StaticComparison, path: Path) -> Path:
     ax.set_title(f"Per-part memory, {cmp.model}, batch {cmp.batch_size}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    try:
-        return _save_fig(fig, path)
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def heatmap_choice(cmp: StaticComparison) -> StaticResult | None:
@@ -443,10 +446,7 @@ def layer_part_shares(cmp: StaticComparison, r: StaticResult) -> tuple[list[str]
 
 
 def _heatmap(cmp: StaticComparison, r: StaticResult, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot_agg()
 
     names, share = layer_part_shares(cmp, r)
     fig, ax = plt.subplots(figsize=(max(5, 0.35 * r.k + 3), max(4, 0.28 * len(names) + 1.5)))
@@ -458,18 +458,12 @@ def _heatmap(cmp: StaticComparison, r: StaticResult, path: Path) -> Path:
     ax.set_xlabel("part")
     ax.set_title(f"{r.label}, N={r.k}: share of each layer's work per part", fontsize=9)
     fig.colorbar(im, ax=ax, label="share of layer work")
-    try:
-        return _save_fig(fig, path)
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def _part_memory_plot(r: StaticResult, path: Path) -> Path:
     """Stacked per-part memory (parameters, optimizer state, activations) of one placement."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot_agg()
 
     m = r.metrics or {}
     parts = np.arange(r.k)
@@ -484,10 +478,7 @@ def _part_memory_plot(r: StaticResult, path: Path) -> Path:
     ax.set_ylabel("GiB")
     ax.set_title(f"{r.label}, N={r.k}: memory per part", fontsize=9)
     ax.legend(fontsize=8)
-    try:
-        return _save_fig(fig, path)
-    finally:
-        plt.close(fig)
+    return save_png(fig, path)
 
 
 def _plots(cmp: StaticComparison, out: Path) -> dict[str, Path]:
