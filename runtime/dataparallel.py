@@ -121,26 +121,10 @@ class _Updates:
                 self.steps.append(tf.Variable(0.0, trainable=False))
 
     def apply(self, i: int, w: Any, g: Any) -> None:
-        import tensorflow as tf
+        from hgpart.runtime.step import apply_update
 
-        o = self.opt
-        if o.name == "momentum":
-            (m,) = self.slots[i]
-            m_new = m * o.momentum - g * o.lr
-            m.assign(m_new)
-            w.assign_add(m_new)
-            return
-        m, v = self.slots[i]
-        t = self.steps[i].assign_add(1.0)
-        alpha = o.lr * tf.sqrt(1.0 - tf.pow(o.beta_2, t)) / (1.0 - tf.pow(o.beta_1, t))
-        # read each slot once: asynchronous workers update the same slots concurrently, and two reads of ``v``
-        # straddling another worker's write made ``v_new`` ~ 0 (a huge step that killed the network)
-        m0, v0 = m.read_value(), v.read_value()
-        m_new = m0 + (g - m0) * (1.0 - o.beta_1)
-        v_new = v0 + (tf.square(g) - v0) * (1.0 - o.beta_2)
-        m.assign(m_new)
-        v.assign(v_new)
-        w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
+        t = self.steps[i].assign_add(1.0) if self.opt.name != "momentum" else None
+        apply_update(self.opt, w, g, self.slots[i], t)
 
 
 def _loss_sum(model: Any, tv: list[Any], nv: list[Any], x: Any, y: Any, logits_out: bool) -> tuple[Any, list[Any]]:

@@ -28,7 +28,7 @@ from hgpart.runtime.partitioned import PartitionedModel, PartVariable
 
 from hgpart.errors import HgpartError
 
-__all__ = ["OptimizerSpec", "TrainStep", "OPTIMIZERS"]
+__all__ = ["OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update"]
 
 OPTIMIZERS = ("momentum", "adam")
 
@@ -119,29 +119,8 @@ class TrainStep:
 
     def _apply(self, pv: PartVariable, g: Any, slots: list[Any]) -> None:
         """Keras 3's update formulas, on the variable's device."""
-        import tensorflow as tf
-
-        o = self.opt
-        w = pv.var
-        if o.name == "momentum":
-            (m,) = slots
-            m_new = m * o.momentum - g * o.lr
-            m.assign(m_new)
-            w.assign_add(m_new)
-            return
-        m, v = slots
-        t = self.counters[self.pm.devices[pv.part]] + 1.0
-        b1p = tf.pow(o.beta_1, t)
-        b2p = tf.pow(o.beta_2, t)
-        alpha = o.lr * tf.sqrt(1.0 - b2p) / (1.0 - b1p)
-        # read each slot once: in the async pipeline other in-flight batches update the same slots, and two
-        # reads of v in one formula could see two different values (v_new ~ 0, a huge step)
-        m_old, v_old = m.read_value(), v.read_value()
-        m_new = m_old + (g - m_old) * (1.0 - o.beta_1)
-        v_new = v_old + (tf.square(g) - v_old) * (1.0 - o.beta_2)
-        m.assign(m_new)
-        v.assign(v_new)
-        w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
+        t = self.counters[self.pm.devices[pv.part]] + 1.0 if self.opt.name != "momentum" else None
+        apply_update(self.opt, pv.var, g, slots, t)
 
     def _bn_updates(self, stats: list[list]) -> None:
         """Apply every micro-batch's moving-statistics update in order, on the statistic's device."""
@@ -167,3 +146,30 @@ class TrainStep:
             xt = tf.constant(np.asarray(x, np.float32))
             yt = tf.constant(np.asarray(y, np.int32))
         return float(self.concrete(xt, yt).numpy())
+
+
+def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> None:
+    """Keras 3's SGD-momentum / Adam update of ``w`` with gradient ``g``, as raw ops where they are called.
+
+    ``t`` is the 1-based step count for Adam's bias correction. Shared by the
+    model-parallel step (under each variable's device) and the data-parallel
+    baselines, so every strategy optimises with the same formulas.
+    """
+    import tensorflow as tf
+
+    if o.name == "momentum":
+        (m,) = slots
+        m_new = m * o.momentum - g * o.lr
+        m.assign(m_new)
+        w.assign_add(m_new)
+        return
+    m, v = slots
+    alpha = o.lr * tf.sqrt(1.0 - tf.pow(o.beta_2, t)) / (1.0 - tf.pow(o.beta_1, t))
+    # read each slot once: in asynchronous runs other batches update the same slots, and two reads of v in one
+    # formula could see two different values (v_new ~ 0, a huge step)
+    m_old, v_old = m.read_value(), v.read_value()
+    m_new = m_old + (g - m_old) * (1.0 - o.beta_1)
+    v_new = v_old + (tf.square(g) - v_old) * (1.0 - o.beta_2)
+    m.assign(m_new)
+    v.assign(v_new)
+    w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
