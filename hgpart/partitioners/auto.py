@@ -50,7 +50,16 @@ LARGE_PINS = 2_000_000
 
 
 def fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
-    """The coarse hypergraph of a fine one (each filter's channel tasks merged into its reduction) and the map."""
+    """The coarse hypergraph of a fine one (each filter's channel tasks merged into its reduction) and the map.
+
+    Computed once per fine hypergraph (it does not depend on K).
+    """
+    from hgpart.partitioners._memo import memo
+
+    return memo(hg, "fine_to_coarse", lambda: _fine_to_coarse(hg))
+
+
+def _fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
     from hgpart.partitioners.block import contract_with_map
 
     vmap = np.empty(hg.num_vertices, dtype=np.int64)
