@@ -96,8 +96,11 @@ def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...]
     vols: dict[tuple[int, str], float] = {}
     auto_total = 0.0
     bounds: dict[tuple[int, float], float | None] = {}
-    for k in ks:
+    for i, k in enumerate(ks):
         for spec in specs:
+            if spec == "auto" and not coarse and args.fine_budget > 0:
+                # the sweep shares one budget: what small K leave unused goes to the larger ones
+                args.fine_limit = max((args.fine_budget - auto_total) / (len(ks) - i), 1.0)
             try:
                 parts, secs, res = run_backend(hg, spec, k, args)
             except HgpartError as exc:
@@ -153,6 +156,9 @@ def main() -> None:
     ap.add_argument("--fine-backends", default=FINE_BACKENDS)
     ap.add_argument("--time-limit", type=float, default=120.0, help="coarse exact/auto time limit per K (s)")
     ap.add_argument("--fine-limit", type=float, default=8.0, help="fine auto time limit per K (s)")
+    ap.add_argument("--fine-budget", type=float, default=55.0,
+                    help="time budget of the whole fine auto sweep (s), shared out over the remaining K; "
+                         "0 = --fine-limit per K")
     ap.add_argument("--bound-limit", type=float, default=60.0, help="time for the bound of other backends (s)")
     ap.add_argument("--ref-limit", type=float, default=900.0, help="KaHyPar / Mt-KaHyPar time limit per run (s)")
     args = ap.parse_args()

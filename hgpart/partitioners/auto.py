@@ -47,6 +47,8 @@ DEFAULT_TIME_LIMIT = 60.0
 #: above this many pins Mt-KaHyPar works on the per-layer grouped graph, also in the coarse grain (VGG16's
 #: fully connected layers alone give its coarse graph 24.6 M pins; ungrouped, QUALITY needs many minutes)
 LARGE_PINS = 2_000_000
+#: a partitioner stage is not started with less time than this (s): it could not finish
+MIN_STAGE = 1.0
 
 
 def fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
@@ -105,7 +107,12 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
 
     coarse, cmap = (hg, None) if hg.grain == "coarse" else fine_to_coarse(hg)
     try:
-        ex = exact_run(coarse, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=0.5 * limit)
+        # fine grain: the coarse program only supplies a placement to lift (its chain seed is instant);
+        # with split columns (residual Adds) that placement is rarely the best, so it gets less time
+        from hgpart.partitioners.exact import analyze
+
+        share = 0.5 if cmap is None else (0.1 if analyze(coarse).split_columns else 0.3)
+        ex = exact_run(coarse, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=share * limit)
         cands["exact"] = ex.parts if cmap is None else ex.parts[cmap]
         # a coarse optimum is neither optimal nor a bound among fine placements (they can split filters)
         proven = bool(ex.info.get("optimal")) and cmap is None
@@ -118,10 +125,15 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         work_hg, vmap = hg, None
     else:  # fine grain, or a coarse graph made huge by fully connected layers: per-layer grouping
         work_hg, vmap = contract(hg, k)
-    if not proven:
+    def left(until: float) -> float:
+        """Seconds left before ``until`` x the time limit (every stage shares one budget)."""
+        return until * limit - (time.perf_counter() - t0)
+
+    if not proven and left(0.8) < MIN_STAGE:
+        notes["mtkahypar-quality"] = "skipped: no time left"
+    elif not proven:
         try:
-            r = mtk.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality",
-                        time_limit=max(limit - (time.perf_counter() - t0), 5.0))
+            r = mtk.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality", time_limit=left(0.8))
             cands["mtkahypar-quality"] = r.parts if vmap is None else r.parts[vmap]
         except HgpartError as exc:  # out of time: keep the other candidates
             notes["mtkahypar-quality"] = exc.line()
@@ -133,12 +145,13 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         raise HgpartError(f"no candidate placement met the balance for K = {k}", fix="raise --epsilon")
     best = min(scored, key=scored.__getitem__)
     # V-cycles from the best candidate, unless it is proven optimal
-    if not (proven and best == "exact") and (bound is None or scored[best] > bound * 1.001):
+    if left(1.0) < MIN_STAGE:
+        notes["vcycles"] = "skipped: no time left"
+    elif not (proven and best == "exact") and (bound is None or scored[best] > bound * 1.001):
         seed_parts = cands[best] if vmap is None else _project(cands[best], vmap, work_hg.num_vertices)
-        remaining = max(limit - (time.perf_counter() - t0), 5.0)
         try:
             ref = mtk_refine(work_hg, seed_parts, k=k, epsilon=epsilon, seed=seed, preset="quality", vcycles=2,
-                             time_limit=remaining)
+                             time_limit=left(1.0))
         except HgpartError as exc:
             notes["vcycles"] = exc.line()
         else:
