@@ -111,7 +111,8 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         # with split columns (residual Adds) that placement is rarely the best, so it gets less time
         from hgpart.partitioners.exact import analyze
 
-        share = 0.5 if cmap is None else (0.1 if analyze(coarse).split_columns else 0.3)
+        split = analyze(coarse).split_columns
+        share = (0.2 if split else 0.5) if cmap is None else (0.1 if split else 0.3)
         ex = exact_run(coarse, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=share * limit)
         cands["exact"] = ex.parts if cmap is None else ex.parts[cmap]
         # a coarse optimum is neither optimal nor a bound among fine placements (they can split filters)
@@ -133,7 +134,10 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         notes["mtkahypar-quality"] = "skipped: no time left"
     elif not proven:
         try:
-            r = mtk.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality", time_limit=left(0.8))
+            # on the ungrouped coarse graph: one thread, i.e. exactly Mt-KaHyPar QUALITY's own result for this
+            # seed (deterministic), so auto is never worse than it when it finishes in time
+            r = mtk.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality", time_limit=left(0.8),
+                        threads=1 if vmap is None else None)
             cands["mtkahypar-quality"] = r.parts if vmap is None else r.parts[vmap]
         except HgpartError as exc:  # out of time: keep the other candidates
             notes["mtkahypar-quality"] = exc.line()
