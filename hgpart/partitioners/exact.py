@@ -489,7 +489,7 @@ def solve_counts(
 
 
 def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: float,
-                compact_share: float = 0.4) -> ExactSolution:
+                compact_share: float = 0.15) -> ExactSolution:
     """The compact program first (it proves small K outright), then branch and price to close the gap.
 
     Why both: HiGHS on the compact program finds good placements fast and
