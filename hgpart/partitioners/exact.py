@@ -92,16 +92,23 @@ parts (``y = x / n``), so from K = 8 its bound stalls far below the
 incumbent. The objective is a sum of per-part terms and the parts are
 identical, so :func:`solve_exact` runs the compact program for a share of the
 time (it proves K <= 4 outright), then prices single-part patterns against
-a Dantzig-Wolfe master and branches on how many parts hold a class; every
-bound it reports is a Lagrangian bound whose inner minimum is HiGHS's proven
-dual bound, hence a proof. Measured on VGG16 224 b32 FLOP weights, eps 0.1
-(2 shared cores): K = 8, compact 60 s + 240 s branch and price: 642.4 MiB
-placement, bound 632.7 MiB (1.5%); K = 16 after 40 + 60 s: 1605 MiB, bound
-1446 MiB. The benchmark prints the figures of each run.
+a Dantzig-Wolfe master and branches on how many parts hold at least ``t``
+columns of a class (``t = 1``, the class's span, first; larger ``t`` once
+every span is whole); every bound it reports is a Lagrangian bound whose
+inner minimum is a proven lower bound of the pricing problem, hence a
+proof. Pricing enumerates which classes a part holds (:class:`SupportPricer`,
+up to :data:`ENUM_CLASSES` classes) and falls back to HiGHS for larger models
+and threshold branches. Incumbents: the best contiguous chain placement
+(:mod:`hgpart.partitioners.chain`, milliseconds at any K), the compact
+program's, and whole-part solutions of the restricted master.
 
-Scaling: the compact program proves VGG16 (17 classes) at K = 2 and 4 in
-seconds; from K = 8 the time limit decides and the larger of the two proven
-bounds is reported (``benchmarks/partition_quality.py``).
+Scaling (VGG16 224 b32, 17 classes, eps 0.1, 2 shared cores): the compact
+program proves K = 2 and 4 in seconds; at K = 8 branch and price gets within
+a few percent in minutes; at K = 16 the bound stays ~7-10% below the best
+placement after minutes (threshold branching is not complete: a node whose
+counts are all whole can remain fractional); from K = 32 only the chain and
+the partitioners' placements matter. ``benchmarks/partition_quality.py``
+prints the figures of each run.
 """
 
 from __future__ import annotations
@@ -743,7 +750,7 @@ def pattern_bound(
     import heapq
 
     from scipy.optimize import Bounds, LinearConstraint, linprog, milp
-    from scipy.sparse import coo_matrix
+    from scipy.sparse import coo_matrix, csr_matrix, hstack, vstack
 
     t0 = time.perf_counter()
     info: dict[str, object] = {"iterations": 0, "nodes": 0}
@@ -797,13 +804,30 @@ def pattern_bound(
     pricer = SupportPricer(model, typed, U, cap) if C <= ENUM_CLASSES else None
     info["pricing"] = "supports" if pricer is not None else "highs"
 
-    def price(pi: np.ndarray, du: np.ndarray, limit: float) -> tuple[float, np.ndarray | None, float]:
-        if pricer is not None:
+    def price(pi: np.ndarray, du: np.ndarray, dthr: dict[tuple[int, int], float],
+              limit: float) -> tuple[float, np.ndarray | None, float]:
+        """Pricing: reduced costs ``pi`` (counts), ``du`` ([x_c >= 1]) and ``dthr`` ([x_c >= t], t >= 2)."""
+        if pricer is not None and not dthr:
             return pricer(pi, du)
-        obj = wcost.copy()
+        keys = sorted(dthr)
+        m = len(keys)
+        obj = np.r_[wcost, np.zeros(m)]
         obj[:C] -= pi
         obj[C : 2 * C] -= du
-        res = milp(obj, constraints=cons, integrality=integ, bounds=Bounds(lo, hi),
+        a_all, lo_all, hi_all = A, cons.lb, cons.ub
+        if m:
+            # v_i = [x_c >= t] exactly: t v <= x_c and x_c - (U_c - t + 1) v <= t - 1
+            extra = np.zeros((2 * m, nvar + m))
+            for i, (c, t) in enumerate(keys):
+                obj[nvar + i] = -dthr[(c, t)]
+                extra[2 * i, [nvar + i, c]] = [float(t), -1.0]
+                extra[2 * i + 1, [c, nvar + i]] = [1.0, -float(U[c] - t + 1)]
+            a_all = vstack([hstack([A, csr_matrix((A.shape[0], m))]), csr_matrix(extra)]).tocsr()
+            lo_all = np.r_[cons.lb, np.full(2 * m, -np.inf)]
+            hi_all = np.r_[cons.ub, np.array([[0.0, float(t - 1)] for _, t in keys]).ravel()]
+        res = milp(obj, constraints=LinearConstraint(a_all, lo_all, hi_all),
+                   integrality=np.r_[integ, np.ones(m, dtype=np.uint8)],
+                   bounds=Bounds(np.r_[lo, np.zeros(m)], np.r_[hi, np.ones(m)]),
                    options={"time_limit": max(limit, 0.05), "mip_rel_gap": 1e-9, "disp": False})
         db = getattr(res, "mip_dual_bound", None)
         db = float(db) if db is not None and np.isfinite(db) else -np.inf
@@ -831,58 +855,84 @@ def pattern_bound(
     big = 10.0 * (sum(t.cost / MIB * t.per_column * n[t.cls] for t in typed) * K + 1.0)
     inc = incumbent_bytes / MIB
 
-    def node_bound(lim_lo: dict[int, int], lim_hi: dict[int, int]) -> tuple[float, np.ndarray, bool]:
-        """Column generation at one node: (best Lagrangian bound, spans of the last LP, converged)."""
+    Key = tuple[int, int]  # (class c, threshold t): the number of parts holding >= t columns of c
+
+    def node_bound(lim_lo: dict[Key, int], lim_hi: dict[Key, int]) -> tuple[float, np.ndarray, np.ndarray, bool]:
+        """Column generation at one node: (best Lagrangian bound, patterns, their LP weights, converged)."""
         best = -np.inf
-        lcls, hcls = sorted(lim_lo), sorted(lim_hi)
-        spans = np.zeros(C)
+        lkeys, hkeys = sorted(lim_lo), sorted(lim_hi)
+        P, lam = np.array(pats).T, np.zeros(len(pats))
         while time.perf_counter() - t0 < time_limit:
             P = np.array(pats).T
-            Uj = (P > 0).astype(float)
             J = P.shape[1]
-            nl, nh = len(lcls), len(hcls)
+            nl, nh = len(lkeys), len(hkeys)
             a_eq = np.zeros((C + 1, J + 2 * C + nl + nh))
             a_eq[:C, :J] = P
             a_eq[:C, J : J + C] = np.eye(C)
             a_eq[:C, J + C : J + 2 * C] = -np.eye(C)
             a_eq[C, :J] = 1.0
             a_ub = np.zeros((nl + nh, a_eq.shape[1]))
-            for i, c in enumerate(lcls):
-                a_ub[i, :J] = -Uj[c]
+            for i, (c, t) in enumerate(lkeys):
+                a_ub[i, :J] = -(P[c] >= t).astype(float)
                 a_ub[i, J + 2 * C + i] = -1.0
-            for i, c in enumerate(hcls):
-                a_ub[nl + i, :J] = Uj[c]
+            for i, (c, t) in enumerate(hkeys):
+                a_ub[nl + i, :J] = P[c] >= t
                 a_ub[nl + i, J + 2 * C + nl + i] = -1.0
-            b_ub = np.r_[[-float(lim_lo[c]) for c in lcls], [float(lim_hi[c]) for c in hcls]]
+            b_ub = np.r_[[-float(lim_lo[key]) for key in lkeys], [float(lim_hi[key]) for key in hkeys]]
             obj = np.r_[costs, np.full(2 * C + nl + nh, big)]
             lp = linprog(obj, A_eq=a_eq, b_eq=np.r_[n, K], A_ub=a_ub if nl + nh else None,
                          b_ub=b_ub if nl + nh else None, bounds=(0, None), method="highs")
             if lp.status != 0:
                 info["master"] = lp.message
-                return best, spans, False
+                return best, P, lam, False
             duals = np.asarray(lp.eqlin.marginals)
             pi, mu = duals[:C], float(duals[C])
             du = np.zeros(C)
+            dthr: dict[Key, float] = {}
             const = float(pi @ n)
             if nl + nh:
                 mu_ub = -np.asarray(lp.ineqlin.marginals)  # >= 0
-                for i, c in enumerate(lcls):
-                    du[c] += mu_ub[i]
-                    const += mu_ub[i] * lim_lo[c]
-                for i, c in enumerate(hcls):
-                    du[c] -= mu_ub[nl + i]
-                    const -= mu_ub[nl + i] * lim_hi[c]
-            spans = Uj @ lp.x[:J]
-            db, x, val = price(pi, du, time_limit - (time.perf_counter() - t0))
+                for sign, keys, lims, off in ((1.0, lkeys, lim_lo, 0), (-1.0, hkeys, lim_hi, nl)):
+                    for i, (c, t) in enumerate(keys):
+                        d = sign * mu_ub[off + i]
+                        const += d * lims[(c, t)]
+                        if t == 1:
+                            du[c] += d
+                        else:
+                            dthr[(c, t)] = dthr.get((c, t), 0.0) + d
+            lam = lp.x[:J]
+            db, x, val = price(pi, du, dthr, time_limit - (time.perf_counter() - t0))
             info["iterations"] = int(info["iterations"]) + 1
             best = max(best, const + K * min(db, 0.0))
             if best >= inc * (1.0 - rel_gap):
-                return best, spans, True
+                return best, P, lam, True
             if x is None or val - mu >= -1e-7 * max(1.0, abs(lp.fun)):
-                return max(best, min(float(lp.fun), best)), spans, True
+                return max(best, min(float(lp.fun), best)), P, lam, True
             pats.append(x)
             costs.append(part_cost(x))
-        return best, spans, False
+        return best, P, lam, False
+
+    def branch_key(P: np.ndarray, lam: np.ndarray) -> tuple[Key, float] | None:
+        """The most fractional count of parts holding >= t columns of a class (t = 1 first), or None."""
+        for ts in ("span", "thresholds"):
+            best_key, best_score, best_val = None, 0.0, 0.0
+            for c in range(C):
+                if ts == "span":
+                    cand = [1]
+                else:
+                    used = np.unique(P[c, lam > 1e-9])
+                    cand = [int(t) for t in used if t >= 2]
+                for t in cand:
+                    val = float((P[c] >= t) @ lam)
+                    frac = val - np.floor(val + 1e-9)
+                    if frac < 1e-6 or frac > 1.0 - 1e-6:
+                        continue
+                    score = min(frac, 1.0 - frac) * stake[c]
+                    if score > best_score:
+                        best_key, best_score, best_val = (c, t), score, val
+            if best_key is not None:
+                return best_key, best_val
+        return None
 
     def master_ip(limit: float) -> None:
         """Whole parts from the patterns found so far (restricted master as an integer program)."""
@@ -898,7 +948,7 @@ def pattern_bound(
             inc = float(res.fun)
             info["counts_bytes"] = inc * MIB
 
-    heap: list[tuple[float, int, dict[int, int], dict[int, int]]] = [(0.0, 0, {}, {})]
+    heap: list[tuple[float, int, dict[Key, int], dict[Key, int]]] = [(0.0, 0, {}, {})]
     stuck: list[float] = []
     serial = 1
     root = None
@@ -906,7 +956,7 @@ def pattern_bound(
         parent, _, lim_lo, lim_hi = heapq.heappop(heap)
         if parent >= inc * (1.0 - rel_gap):
             continue
-        bnd, spans, done = node_bound(lim_lo, lim_hi)
+        bnd, P, lam, done = node_bound(lim_lo, lim_hi)
         bnd = max(bnd, parent)
         info["nodes"] = int(info["nodes"]) + 1
         if root is None:
@@ -918,16 +968,16 @@ def pattern_bound(
             break
         if bnd >= inc * (1.0 - rel_gap):
             continue
-        frac = spans - np.floor(spans + 1e-9)
-        score = np.minimum(frac, 1.0 - frac) * stake
-        score[(frac < 1e-6) | (frac > 1.0 - 1e-6)] = -1.0
-        c = int(np.argmax(score))
-        if score[c] <= 0.0:
+        pick = branch_key(P, lam)
+        if pick is None:
             stuck.append(bnd)
             continue
-        down, up = int(np.floor(spans[c])), int(np.ceil(spans[c]))
-        heapq.heappush(heap, (bnd, serial, lim_lo, {**lim_hi, c: min(down, lim_hi.get(c, K))}))
-        heapq.heappush(heap, (bnd, serial + 1, {**lim_lo, c: max(up, lim_lo.get(c, 0))}, lim_hi))
+        key, val = pick
+        if key[1] > 1:
+            info["threshold_branches"] = int(info.get("threshold_branches", 0)) + 1
+        down, up = int(np.floor(val)), int(np.ceil(val))
+        heapq.heappush(heap, (bnd, serial, lim_lo, {**lim_hi, key: min(down, lim_hi.get(key, K))}))
+        heapq.heappush(heap, (bnd, serial + 1, {**lim_lo, key: max(up, lim_lo.get(key, 0))}, lim_hi))
         serial += 2
     master_ip(min(5.0, max(time_limit - (time.perf_counter() - t0), 0.5)))
     open_bounds = [h[0] for h in heap if h[0] < inc * (1.0 - rel_gap)] + stuck
