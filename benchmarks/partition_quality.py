@@ -118,6 +118,9 @@ def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...]
             if spec == "auto":
                 auto_total += secs
             note = str(res.info.get("chosen", "")) if res.info else ""
+            if spec == "auto" and res.info.get("candidates"):
+                # every candidate auto scored, incl. KaHyPar / Mt-KaHyPar QUALITY's own results on its graph
+                note += " (" + ", ".join(f"{n} {mib(b / MIB, 0)}" for n, b in res.info["candidates"].items()) + ")"
             extra = ""
             if coarse:
                 eps = round(max(args.epsilon, m.max_over_avg - 1.0), 4)
