@@ -109,6 +109,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     from hgpart.partitioners import kahypar_backend as kahypar
     from hgpart.partitioners import mtkahypar_backend as mtk
     from hgpart.partitioners.block import checkerboard_parts, contract
+    from hgpart.partitioners.exact import analyze
     from hgpart.partitioners.exact import run as exact_run
     from hgpart.partitioners.incremental import incremental_parts
     from hgpart.partitioners.refine import mtk_refine
@@ -121,12 +122,10 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
 
     coarse, cmap = (hg, None) if hg.grain == "coarse" else fine_to_coarse(hg)
     try:
-        # fine grain: the coarse program only supplies a placement to lift (its chain seed is instant);
-        # with split columns (residual Adds) that placement is rarely the best, so it gets less time
-        from hgpart.partitioners.exact import analyze
-
+        # Fine grain: the coarse program only supplies a placement to lift (its chain seed is instant), but
+        # at K <= 4 it proves the coarse optimum in seconds and that is then hard to beat. With split columns
+        # (residual Adds) its placement is rarely the best, so it gets less time.
         split = analyze(coarse).split_columns
-        # the compact program proves K <= 4 in seconds, and the lifted coarse optimum is then hard to beat
         share = (0.2 if split else 0.5) if cmap is None else (0.1 if split else (0.5 if k <= 4 else 0.3))
         ex = exact_run(coarse, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=share * limit)
         cands["exact"] = ex.parts if cmap is None else ex.parts[cmap]
@@ -141,6 +140,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         work_hg, vmap = hg, None
     else:  # fine grain, or a coarse graph made huge by fully connected layers: per-layer grouping
         work_hg, vmap = contract(hg, k)
+
     def left(until: float) -> float:
         """Seconds left before ``until`` x the time limit (every stage shares one budget)."""
         return until * limit - (time.perf_counter() - t0)
