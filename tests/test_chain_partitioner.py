@@ -11,8 +11,8 @@ from test_exact_partitioners import balanced, chain, coarse
 
 from hgpart.metrics import MIB, km1_bytes
 from hgpart.partitioners import partition
-from hgpart.partitioners.chain import _cut_points, chain_counts, piece_costs
-from hgpart.partitioners.exact import analyze, expand_counts
+from hgpart.partitioners.chain import _cut_points, chain_counts
+from hgpart.partitioners.exact import PartCost, analyze, expand_counts
 
 FINE_STEPS = 10**6  # every column boundary is a cut point
 
@@ -30,7 +30,7 @@ def brute_force_chain(model, k: int, eps: float) -> float:
             x = np.array([X[b] - X[a] for a, b in itertools.pairwise(pts)])
             if (x @ model.weight).max() > cap * (1 + 1e-12):
                 continue
-            best = min(best, float(piece_costs(model, x).sum()))
+            best = min(best, float(PartCost.of(model)(x).sum()))
     return best
 
 

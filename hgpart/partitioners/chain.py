@@ -13,7 +13,7 @@ layer out in topological order and cut that sequence into at most K
 contiguous pieces, each within the balance ``(1 + eps) * total / K``. A
 layer may be cut anywhere, so heavy layers spread over several parts next to
 their neighbours. In the count model the km1 of such a placement is a sum of
-one term per piece (:func:`piece_costs`, the same per-part cost the branch
+one term per piece (:class:`~hgpart.partitioners.exact.PartCost`, the same per-part cost the branch
 and price of :mod:`hgpart.partitioners.exact` prices), so the best set of
 cut points is a shortest path: ``best[j][p] = min_{p'} best[j-1][p'] +
 cost(p', p)``. Cut points are every layer boundary plus a grid inside each
@@ -29,37 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hgpart.partitioners.exact import MIB, CoarseClasses
+from hgpart.partitioners.exact import CoarseClasses, PartCost
 
-__all__ = ["chain_counts", "piece_costs"]
-
-
-def _type_arrays(model: CoarseClasses):
-    """Per net type: class of its root, reader class lists, bytes per column (MiB)."""
-    typed = [t for t in model.net_types if t.readers]
-    cls = np.array([t.cls for t in typed], dtype=np.int64)
-    a = np.array([t.cost / MIB * t.per_column for t in typed])
-    readers = []
-    for t in typed:
-        rc = sorted({c for b in t.readers for c in model.reader_classes[b]})
-        readers.append(np.array(rc, dtype=np.int64))
-    return cls, a, readers
-
-
-def piece_costs(model: CoarseClasses, x: np.ndarray) -> np.ndarray:
-    """km1 (MiB) charged to parts holding counts ``x`` (rows: parts, columns: classes).
-
-    A part holding any reader of a net type pays, for every column of the
-    type's class *not* on it, the nets' bytes: ``sum_T w_T m_T z_T (n_c - x_c)``.
-    """
-    cls, a, readers = _type_arrays(model)
-    n = model.sizes.astype(float)
-    x = np.atleast_2d(np.asarray(x, dtype=float))
-    out = np.zeros(x.shape[0])
-    for j in range(len(cls)):
-        z = (x[:, readers[j]] > 0).any(axis=1)
-        out += z * a[j] * (n[cls[j]] - x[:, cls[j]])
-    return out
+__all__ = ["chain_counts"]
 
 
 def _cut_points(model: CoarseClasses, order: np.ndarray, cap: float, steps: int) -> np.ndarray:
@@ -83,14 +55,13 @@ def _cut_points(model: CoarseClasses, order: np.ndarray, cap: float, steps: int)
 def chain_counts(model: CoarseClasses, k: int, epsilon: float, *, steps: int = 40) -> tuple[np.ndarray, float] | None:
     """Best contiguous placement (counts, classes x K) and its km1 in MiB; None if none fits the balance."""
     C, K = len(model.members), int(k)
-    n = model.sizes.astype(float)
     cap = (1.0 + epsilon) * model.total_weight / K
     # topological order of classes: by their first vertex
     order = np.argsort([int(m.min()) for m in model.members], kind="stable")
     X = _cut_points(model, order, cap, steps)
     wt = X @ model.weight
     P = len(X)
-    cls, a, readers = _type_arrays(model)
+    piece_cost = PartCost.of(model)
     best = np.full((K + 1, P), np.inf)
     best[0, 0] = 0.0
     arg = np.zeros((K + 1, P), dtype=np.int64)
@@ -100,11 +71,7 @@ def chain_counts(model: CoarseClasses, k: int, epsilon: float, *, steps: int = 4
             lo += 1
         if lo >= p:
             continue  # one step of this layer alone exceeds a part
-        xd = X[p][None, :] - X[lo:p]
-        cost = np.zeros(p - lo)
-        for j in range(len(cls)):
-            z = (xd[:, readers[j]] > 0).any(axis=1)
-            cost += z * a[j] * (n[cls[j]] - xd[:, cls[j]])
+        cost = piece_cost(X[p][None, :] - X[lo:p])
         tot = best[:-1, lo:p] + cost[None, :]
         i = np.argmin(tot, axis=1)
         best[1:, p] = tot[np.arange(K), i]

@@ -175,6 +175,43 @@ class CoarseClasses:
 
 
 @dataclass
+class PartCost:
+    """km1 (MiB) one part pays for the counts it holds: ``sum_T w_T m_T z_T (n_c - x_c)``.
+
+    The objective of the count model is a sum of this per-part term (a part
+    holding any reader of a net type receives every map of the type's class
+    it does not hold), which is why parts can be priced, chained and
+    recombined one at a time; branch and price, the chain DP and the tests
+    all evaluate it here.
+    """
+
+    cls: np.ndarray  # per net type with readers: class of its root
+    mib: np.ndarray  # per net type: MiB per column (w_T m_T)
+    readers: list[np.ndarray]  # per net type: classes holding a reader
+    n: np.ndarray  # columns per class
+
+    @classmethod
+    def of(cls, model: CoarseClasses) -> PartCost:
+        typed = [t for t in model.net_types if t.readers]
+        return cls(
+            cls=np.array([t.cls for t in typed], dtype=np.int64),
+            mib=np.array([t.cost / MIB * t.per_column for t in typed]),
+            readers=[np.array(sorted({c for b in t.readers for c in model.reader_classes[b]}), dtype=np.int64)
+                     for t in typed],
+            n=model.sizes.astype(float),
+        )
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """Cost of every row of ``x`` (rows: parts, columns: classes)."""
+        x = np.atleast_2d(np.asarray(x, dtype=float))
+        out = np.zeros(x.shape[0])
+        for j in range(len(self.cls)):
+            z = (x[:, self.readers[j]] > 0).any(axis=1)
+            out += z * self.mib[j] * (self.n[self.cls[j]] - x[:, self.cls[j]])
+        return out
+
+
+@dataclass
 class ExactSolution:
     """Counts found by the solver, the objective it proved and its status."""
 
@@ -687,10 +724,9 @@ class SupportPricer:
         C = len(model.members)
         S = 1 << C
         bits = ((np.arange(S, dtype=np.int64)[:, None] >> np.arange(C)[None, :]) & 1).astype(bool)
-        self.n = model.sizes.astype(float)
+        n = model.sizes.astype(float)
         self.W = model.weight.astype(float)
         self.U = U.astype(float)
-        self.cap = float(cap)
         y = {b: bits[:, cls].any(axis=1) for b, cls in model.reader_classes.items()}
         Z = np.zeros((S, len(typed)), dtype=bool)
         for j, t in enumerate(typed):
@@ -701,12 +737,12 @@ class SupportPricer:
         for j, t in enumerate(typed):
             B[j, t.cls] = a[j]
         mand = bits.astype(float) @ self.W
-        keep = mand <= self.cap * (1.0 + 1e-12)
+        keep = mand <= cap * (1.0 + 1e-12)
         self.u = bits[keep]
         self.uf = self.u.astype(float)
-        self.room = self.cap - mand[keep]
+        self.room = cap - mand[keep]
         self.zcost = Z[keep].astype(float) @ B  # (S', C): sum_T rooted in c of w_T m_T z_T
-        self.zconst = Z[keep].astype(float) @ (a * np.array([self.n[t.cls] for t in typed]))
+        self.zconst = Z[keep].astype(float) @ (a * np.array([n[t.cls] for t in typed]))
         self.extra = np.where(self.u, self.U[None, :] - 1.0, 0.0)
 
     def __call__(self, pi: np.ndarray, du: np.ndarray) -> tuple[float, np.ndarray, float]:
@@ -864,11 +900,10 @@ def pattern_bound(
             return db, None, np.inf
         return db, np.rint(res.x[:C]), float(res.fun)
 
+    cost_of = PartCost.of(model)
+
     def part_cost(x: np.ndarray) -> float:
-        """Cost of one part holding counts ``x`` (z = 1 exactly where a reader is present)."""
-        on = {b: any(x[c] > 0 for c in model.reader_classes[b]) for b in reader_blocks}
-        return sum(t.cost / MIB * t.per_column * (n[t.cls] - x[t.cls])
-                   for t in typed if any(on[b] for b in t.readers))
+        return float(cost_of(x)[0])
 
     # how much a class's span matters: the maps its readers pull in, and the maps it is read for
     stake = np.ones(C)
