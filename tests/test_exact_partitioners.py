@@ -243,6 +243,32 @@ def test_branching_on_thresholds_closes_a_gap_that_spans_leave_open():
     assert lb == pytest.approx(best, rel=1e-6)
 
 
+def test_cover_cuts_raise_the_root_bound_and_stay_valid():
+    """Cover cuts (the parts touching a run of layers hold all its work) lift the root bound; never past the optimum."""
+    from hgpart.partitioners.exact import pattern_bound
+
+    hg = coarse(chain([3, 4, 3], [2]))
+    model = analyze(hg)
+    best = brute_force_counts(hg, 3, 0.05)
+    runs = {cuts: pattern_bound(model, 3, 0.05, time_limit=20, incumbent_bytes=best * (1 + 1e-6), cover_cuts=cuts)
+            for cuts in (True, False)}
+    (lb, info), (lb0, info0) = runs[True], runs[False]
+    assert info["cover_cuts"] >= 1 and info0["cover_cuts"] == 0
+    assert info["root_bytes"] > 1.5 * info0["root_bytes"]
+    assert info["root_bytes"] <= best and lb == pytest.approx(best, rel=1e-5) and lb0 == pytest.approx(best, rel=1e-5)
+
+
+def test_branch_and_price_closes_a_node_that_leans_on_the_slack():
+    """A node whose limits the patterns cannot meet: no endless branching on the same key; exact pricing proves it."""
+    from hgpart.partitioners.exact import pattern_bound
+
+    hg = coarse(chain([3, 4, 3], [2]))
+    model = analyze(hg)
+    best = brute_force_counts(hg, 2, 0.1)
+    lb, info = pattern_bound(model, 2, 0.1, time_limit=20, incumbent_bytes=best * (1 + 1e-6))
+    assert lb == pytest.approx(best, rel=1e-5) and info["nodes"] < 100 and info["open_nodes"] == 0
+
+
 def test_auto_always_answers_within_the_balance():
     """With no time for any partitioner, auto still returns a balanced placement (the fill-in-order candidate)."""
     hg = coarse(chain([3, 8, 8, 8], [6, 4]))
