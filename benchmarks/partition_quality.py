@@ -28,6 +28,7 @@ Every figure is measured in this run.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -104,8 +105,10 @@ def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...]
     for i, k in enumerate(ks):
         for spec in specs:
             if spec == "auto" and not coarse and args.fine_budget > 0:
-                # the sweep shares one budget: what small K leave unused goes to the larger ones
-                args.fine_limit = max((args.fine_budget - auto_total) / (len(ks) - i), 1.0)
+                # the sweep shares one budget, weighted by log2 K + 2 (a K-way partition costs about
+                # log2 K bisections); what small K leave unused goes to the larger ones
+                weights = [math.log2(kk) + 2.0 for kk in ks[i:]]
+                args.fine_limit = max((args.fine_budget - auto_total) * weights[0] / sum(weights), 1.0)
             try:
                 parts, secs, res = run_backend(hg, spec, k, args)
             except HgpartError as exc:
@@ -165,7 +168,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=120.0, help="coarse exact/auto time limit per K (s)")
     ap.add_argument("--fine-limit", type=float, default=8.0, help="fine auto time limit per K (s)")
     ap.add_argument("--fine-budget", type=float, default=55.0,
-                    help="time budget of the whole fine auto sweep (s), shared out over the remaining K; "
+                    help="time budget of the whole fine auto sweep (s), shared out over the remaining K "
+                         "in proportion to log2 K + 2; "
                          "0 = --fine-limit per K")
     ap.add_argument("--bound-limit", type=float, default=60.0, help="time for the bound of other backends (s)")
     ap.add_argument("--ref-limit", type=float, default=900.0, help="KaHyPar / Mt-KaHyPar time limit per run (s)")

@@ -269,6 +269,24 @@ def test_branch_and_price_closes_a_node_that_leans_on_the_slack():
     assert lb == pytest.approx(best, rel=1e-5) and info["nodes"] < 100 and info["open_nodes"] == 0
 
 
+def test_auto_fine_residual_model_partitions_the_coarse_projection_too():
+    """Residual models, fine grain, small K: auto also partitions the coarse projection (filters kept whole);
+    that candidate is a valid lifted placement and the answer is the best balanced candidate."""
+    from hgpart.partitioners.auto import fine_to_coarse
+
+    graph = branching_network()
+    fine = build_hypergraph(graph, unit_work(graph), batch_size=2, grain="fine")
+    res = partition(fine, k=2, backend="auto", epsilon=0.1, time_limit=30)
+    cands = res.info["candidates"]
+    assert "coarse-mtkahypar-quality" in cands and "mtkahypar-quality" in cands
+    assert res.objective_bytes == pytest.approx(min(cands.values()))
+    assert km1_bytes(fine, res.parts, 2) == pytest.approx(res.objective_bytes)
+    _, cmap = fine_to_coarse(fine)
+    if res.info["chosen"] == "coarse-mtkahypar-quality":
+        # every filter's channel tasks sit with it: one part per coarse vertex
+        assert all(len(set(res.parts[cmap == v].tolist())) == 1 for v in np.unique(cmap))
+
+
 def test_auto_always_answers_within_the_balance():
     """With no time for any partitioner, auto still returns a balanced placement (the fill-in-order candidate)."""
     hg = coarse(chain([3, 8, 8, 8], [6, 4]))

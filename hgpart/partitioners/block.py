@@ -81,8 +81,9 @@ def choose_groups(blk: VertexBlock, k: int, target: int = TARGET_PER_LAYER) -> t
     about 2 per part along each axis (4 per part in the 2-D block), enough
     for the balance, while the graph stays small: ResNet18 32^2 fine at
     K = 128 has 81 k grouped vertices instead of 1.4 M; Mt-KaHyPar QUALITY
-    on it gave 27.16 MiB inside a 15 s auto run, on the whole graph 27.1 MiB
-    in 307 s (``benchmarks/results/partition_quality/final3_resnet18_fine.log``,
+    on it (measured profile) gave 27.48 MiB inside a 16 s auto run (26.58
+    after V-cycles), on the whole graph 27.1 MiB in 307 s
+    (``benchmarks/results/partition_quality/final4_resnet18_fine.log``,
     ``ref_resnet18.log``).
     """
     if len(blk.extent) == 1:

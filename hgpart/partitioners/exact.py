@@ -93,7 +93,8 @@ incumbent. The objective is a sum of per-part terms and the parts are
 identical, so :func:`solve_exact` runs the compact program (it proves
 K <= 4 outright) in a thread next to a branch and price that prices
 single-part patterns against
-a Dantzig-Wolfe master and branches on how many parts hold at least ``t``
+a Dantzig-Wolfe master tightened by cover cuts (at least
+``ceil(work(Q) / cap)`` parts touch a run of layers ``Q``) and branches on how many parts hold at least ``t``
 columns of a class (``t = 1``, the class's span, first; larger ``t`` once
 every span is whole); every bound it reports is a Lagrangian bound whose
 inner minimum is a proven lower bound of the pricing problem, hence a
@@ -104,16 +105,20 @@ and threshold branches. Incumbents: the best contiguous chain placement
 program's, and whole-part solutions of the restricted master.
 
 Scaling (VGG16 224 b32, 17 classes, eps 0.1, 2 shared cores,
-``benchmarks/partition_quality.py``, logs in ``benchmarks/results/partition_quality/``):
-the compact program proves K = 2 and 4 in seconds. K = 8 and 16 are the
-hard middle: the balance lets a part hold several whole layers, and in 150 s
-the bound stays 2-20% below the best placement (threshold branching is not
-complete: a node whose counts are all whole can remain fractional). From
-K = 32 on every layer must be spread over many parts, the balance-implied
-cuts pin the bound down and 45 s prove the placement within 0.1-3.5%
-(K = 64: 0.2-0.4%, K = 128: 0.1%). The model size that matters is the
-number of classes (one per layer for VGG-like models): support-enumeration
-pricing handles up to :data:`ENUM_CLASSES`; Add/depthwise ties (ResNet)
+``benchmarks/partition_quality.py``, logs in ``benchmarks/results/partition_quality/``,
+``final4_*``): the compact program proves K = 2 and 4 in seconds. K = 8 and
+16 are the hard middle: the balance lets a part hold several whole layers;
+with the cover cuts, 150 s of branch and price prove the placement within
+1.0% / 0.2% (FLOP weights, K = 8 / 16) and 1.3% / 1.5% (measured profile),
+where without them the bound stayed 3-7% below. From K = 32 on every layer
+must be spread over many parts, the balance-implied cuts pin the bound down
+and 45 s prove 0.4% / 1.6% at K = 32, 0.2% at K = 64 and 0.0-0.1% at
+K = 128. Branching is still not complete (a node whose counts are all
+whole can remain fractional; it keeps its bound, so the result stays a
+proof). The model size that matters is the number of classes (one per
+layer for VGG-like models): support-enumeration pricing handles up to
+:data:`ENUM_CLASSES` (2^C supports per pricing call); above that HiGHS
+prices each pattern (~0.3 s a call), and Add/depthwise ties (ResNet)
 leave only the loose block-model bound.
 """
 
