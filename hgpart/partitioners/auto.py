@@ -161,8 +161,8 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         # the ungrouped graph auto is never worse than either when they finish in time. Fine grain:
         # Mt-KaHyPar on the grouped graph (KaHyPar cannot finish a fine sweep in seconds); for residual
         # models at K <= SMALL_K also on the grouped coarse projection (filters kept whole), side by side:
-        # there the count program's placement is poor, and on ResNet18 32^2 (FLOP, K = 8, three runs
-        # each) the projection gave 2.44-2.67 MiB where the grouped fine graph gave 2.52-3.39.
+        # there the count program's placement is poor, and on ResNet18 32^2 (FLOP, K = 8) the projection
+        # gave 2.44-2.67 MiB in three runs, the grouped fine graph 2.47-3.39 in six.
         two = hg.grain == "coarse" or (cmap is not None and split and k <= SMALL_K)
         runs = {"mtkahypar-quality": (lambda: mtk.run(
             work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality", time_limit=left(0.8),
