@@ -42,7 +42,7 @@ from hgpart.hypergraph import Hypergraph, build_hypergraph  # noqa: E402
 from hgpart.metrics import MIB, partition_metrics  # noqa: E402
 from hgpart.partitioners import partition  # noqa: E402
 from hgpart.partitioners.block import contract  # noqa: E402
-from hgpart.partitioners.exact import coarse_lower_bound  # noqa: E402
+from hgpart.partitioners.certificate import certify, not_computed  # noqa: E402
 from hgpart.profile import Profile, analytic_profile, default_profile_path  # noqa: E402
 
 MODELS = {"vgg16": (224, 224, 3), "resnet18": (32, 32, 3)}
@@ -101,7 +101,7 @@ def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...]
           + (f" {'bound MiB':>10} {'gap':>7}" if coarse else "") + "  chosen / note", flush=True)
     vols: dict[tuple[int, str], float] = {}
     auto_total = 0.0
-    bounds: dict[tuple[int, float], float | None] = {}
+    proven: dict[int, float] = {}
     for i, k in enumerate(ks):
         for spec in specs:
             if spec == "auto" and not coarse and args.fine_budget > 0:
@@ -126,17 +126,19 @@ def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...]
                 note += " (" + ", ".join(f"{n} {mib(b / MIB, 0)}" for n, b in res.info["candidates"].items()) + ")"
             extra = ""
             if coarse:
-                eps = round(max(args.epsilon, m.max_over_avg - 1.0), 4)
-                bound = res.lower_bound_bytes
-                if bound is None and args.bound_limit > 0:
-                    if (k, eps) not in bounds:
-                        bounds[(k, eps)] = coarse_lower_bound(hg, k, eps, args.bound_limit)[0]
-                    bound = bounds[(k, eps)]
-                elif bound is not None and eps <= args.epsilon:
-                    bounds[(k, eps)] = max(bound, bounds.get((k, eps)) or 0.0)
-                bstr = mib(bound / MIB, 10) if bound is not None else f"{'-':>10}"
-                gap = f"{m.comm_volume_mib * MIB / bound - 1.0:7.1%}" if bound else f"{'-':>7}"
-                extra = f" {bstr} {gap}"
+                # a bound proven at epsilon by exact/auto also bounds every other row that met epsilon
+                known = res.lower_bound_bytes
+                if known is not None and m.max_over_avg <= 1.0 + args.epsilon + 1e-9:
+                    proven[k] = max(known, proven.get(k, 0.0))
+                elif known is None and m.max_over_avg <= 1.0 + args.epsilon + 1e-9:
+                    known = proven.get(k)
+                if known is None and args.bound_limit <= 0:
+                    cert = not_computed("--bound-limit 0")
+                else:
+                    cert = certify(hg, k=k, epsilon=args.epsilon, volume_bytes=m.comm_volume_mib * MIB,
+                                   max_over_avg=m.max_over_avg, time_limit=args.bound_limit, known_bound=known)
+                bstr, gap = cert.cells()
+                extra = f" {bstr:>10} {gap:>7}"
             print(f"{k:>4} {spec:<26} {mib(m.comm_volume_mib)} {m.max_over_avg:8.3f} {secs:8.1f}{extra}  {note}",
                   flush=True)
     if "auto" in specs and any(r in specs for r in refs):

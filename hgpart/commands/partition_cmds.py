@@ -187,6 +187,7 @@ def partition_cmd(
     from rich.console import Console
 
     from hgpart.partitioners import partition
+    from hgpart.partitioners.certificate import certify, not_computed
     from hgpart.placement import Placement, default_placement_path
     from hgpart.tables import print_metrics
 
@@ -230,8 +231,13 @@ def partition_cmd(
     }
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method="hypergraph", work=prof.work(),
                                      provenance=provenance)
-    certificate = _certificate(hg, res, pl, k=k, epsilon=epsilon, grain=grain, enabled=bound,
-                               time_limit=bound_time_limit)
+    if not bound:
+        cert = not_computed("--no-bound")
+    else:
+        cert = certify(hg, k=k, epsilon=epsilon, volume_bytes=res.objective_bytes,
+                       max_over_avg=float((pl.metrics or {}).get("max_over_avg", 1.0)),
+                       known_bound=res.lower_bound_bytes, time_limit=bound_time_limit)
+    certificate = cert.to_dict()
     pl.provenance["lower_bound"] = certificate
     path = out or default_placement_path(graph.name, grain, k)
     pl.save(path)
@@ -242,41 +248,7 @@ def partition_cmd(
     c.print(f"partitioned in {res.seconds:.2f} s (preset {res.preset}); km1 {res.objective_bytes / 2**20:,.3f} MiB "
             f"(backend's own figure {backend_bytes / 2**20 if backend_bytes is not None else float('nan'):,.3f} MiB); "
             f"wrote {path}", highlight=False)
-    c.print(_certificate_line(certificate, res.objective_bytes), highlight=False)
-
-
-def _certificate(hg: Any, res: Any, pl: Any, *, k: int, epsilon: float, grain: str, enabled: bool,
-                 time_limit: float) -> dict[str, Any]:
-    """Proven lower bound on this placement's volume and its gap (coarse grain), or why there is none.
-
-    The bound is taken at the imbalance the result actually reached, so a
-    backend that overshoots epsilon is not compared with a tighter problem.
-    """
-    if grain != "coarse":
-        return {"status": "not computed", "reason": "fine placements may split filters; no count bound applies"}
-    if not enabled:
-        return {"status": "not computed", "reason": "--no-bound"}
-    lb = res.lower_bound_bytes
-    seconds = 0.0
-    if lb is None:
-        from hgpart.partitioners.exact import coarse_lower_bound
-
-        reached = max(epsilon, float((pl.metrics or {}).get("max_over_avg", 1.0)) - 1.0)
-        t0 = time.perf_counter()
-        lb, _ = coarse_lower_bound(hg, k, reached, time_limit)
-        seconds = time.perf_counter() - t0
-    if lb is None:
-        return {"status": "not computable", "reason": "the filters of a layer are not interchangeable here"}
-    gap = (res.objective_bytes - lb) / res.objective_bytes if res.objective_bytes > 0 else 0.0
-    return {"status": "ok", "lower_bound_bytes": float(lb), "gap": float(max(gap, 0.0)),
-            "seconds": round(seconds, 3), "time_limit": time_limit}
-
-
-def _certificate_line(cert: dict[str, Any], km1: float) -> str:
-    if cert.get("status") != "ok":
-        return f"lower bound: {cert.get('status')} ({cert.get('reason')})"
-    return (f"proven lower bound {cert['lower_bound_bytes'] / 2**20:,.3f} MiB; this placement "
-            f"{km1 / 2**20:,.3f} MiB is within {cert['gap']:.1%} of the optimum")
+    c.print(cert.line(res.objective_bytes), highlight=False)
 
 
 @app.command()
