@@ -126,7 +126,7 @@ def test_compare_command_user_errors(tmp_path: Path) -> None:
 def test_backend_time_limit_is_recorded_as_failed() -> None:
     g = tiny_vgg()
     cmp = run_static(g, analytic_profile(g, 4), ks=[2], methods=["hypergraph"], grains=["coarse"],
-                     time_limit=1e-4, progress=False)
+                     backend="mtkahypar", time_limit=1e-4, progress=False)
     (r,) = cmp.results
     assert r.status == "failed" and "time limit" in r.reason and r.metrics is None
 
@@ -145,3 +145,50 @@ def test_compare_uses_the_graph_embedded_in_the_profile(tmp_path: Path) -> None:
                                    "--batch-sizes", "4"])
     assert res.exit_code == 0, res.output
     assert (out / "results.csv").is_file() and not (out / "comm_volume.png").exists()
+
+
+def test_every_coarse_result_carries_a_proven_bound_and_gap() -> None:
+    """The certificate of `hgpart compare`: a bound at the imbalance each result reached, never above its volume."""
+    import math
+
+    import numpy as np
+
+    from hgpart.hypergraph import build_hypergraph
+    from hgpart.metrics import MIB, km1_bytes
+
+    g = tiny_vgg()
+    prof = analytic_profile(g, 4)
+    cmp = run_static(g, prof, ks=[2, 4], methods=["layerwise", "horizontal", "incremental", "hypergraph"],
+                     grains=["coarse", "fine"], bound_time_limit=20.0, progress=False)
+    coarse = [r for r in cmp.results if r.grain == "coarse" and r.status == "ok"]
+    assert len(coarse) == 8
+    hg = build_hypergraph(g, prof.work(), batch_size=4, grain="coarse")
+    rng = np.random.default_rng(0)
+    checked = 0
+    for r in coarse:
+        c = r.certificate
+        vol = r.metrics["comm_volume_mib"] * MIB
+        assert c["status"] == "ok", (r.label, c)
+        assert 0.0 <= c["lower_bound_bytes"] <= vol + 1e-6
+        assert c["epsilon"] >= max(r.epsilon or 0.0, r.metrics["max_over_avg"] - 1.0) - 1e-9
+        assert c["gap"] == pytest.approx(vol / c["lower_bound_bytes"] - 1.0) if c["lower_bound_bytes"] > 0 else True
+        # the bound holds for every placement within that imbalance: random balanced ones included
+        cap = (1.0 + c["epsilon"]) * hg.vertex_weight.sum() / r.k
+        for _ in range(200):
+            parts = rng.integers(0, r.k, hg.num_vertices)
+            if np.bincount(parts, weights=hg.vertex_weight, minlength=r.k).max() <= cap:
+                assert km1_bytes(hg, parts, r.k) >= c["lower_bound_bytes"] - 1e-6
+                checked += 1
+    assert checked > 100
+    # auto proves its coarse K = 2 result optimal on this chain; the naive splits are far from it
+    hp2 = cmp.find("hypergraph", "coarse", 2, 0.1)
+    assert hp2.certificate["gap"] == pytest.approx(0.0, abs=1e-9)
+    hz2 = cmp.find("horizontal", "coarse", 2)
+    assert hz2.certificate["gap"] is None or hz2.certificate["gap"] > 0.1 or math.isinf(hz2.certificate["gap"])
+    assert all(not r.certificate for r in cmp.results if r.grain == "fine")
+    tables = build_tables(cmp, batch_sizes=[8])
+    gaps = next(t for t in tables if t.title.startswith("Coarse grain: gap to the proven optimum"))
+    row = next(row for row in gaps.rows if row[0].startswith("Coarse-grain hypergraph"))
+    assert row[1] == "0.0%"
+    comm = next(t for t in tables if t.title.startswith("Filter-wise horizontal: communication"))
+    assert comm.headers[-2:] == ["lower bound", "gap"] and comm.rows[0][-1] != "-"

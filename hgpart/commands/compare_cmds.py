@@ -7,7 +7,9 @@ Usage::
         --epsilon 0.03,0.1,0.15,0.2 --out reports/minivgg_compare --save-placements
 
 Prints the thesis-style tables (Tables 5.1-5.12 and 5.14 of Eserol 2019, with
-the thesis's values beside ours for VGG16 224x224x3 batch 32) and writes
+the thesis's values beside ours for VGG16 224x224x3 batch 32), beside every
+coarse result the proven lower bound of the exact count program and the gap
+to it (``--no-bound`` to skip), and writes
 results.csv, epoch.csv, comparison.json, report.md and PNG plots into
 ``--out``; with ``--save-placements`` also one placement file per method,
 grain, N and epsilon under ``<out>/placements``. ``--model`` also accepts a
@@ -105,12 +107,17 @@ def compare(
     methods: str = typer.Option("layerwise,horizontal,incremental,hypergraph", "--methods",
                                 help="any of layerwise,horizontal,incremental,hypergraph"),
     grains: str = typer.Option("coarse,fine", "--grains", help="coarse, fine or coarse,fine"),
-    backend: str = typer.Option("mtkahypar", "--backend", help="hypergraph partitioner: mtkahypar or kahypar"),
+    backend: str = typer.Option("auto", "--backend", help="hypergraph partitioner: auto (default: exact program + "
+                                "KaHyPar + Mt-KaHyPar, see `hgpart partition`), exact, mtkahypar, kahypar, block"),
     preset: str | None = typer.Option(None, "--preset", help="partitioner preset (e.g. mtkahypar default, quality)"),
     epsilon: str = typer.Option("0.1", "--epsilon", "-e", help="imbalance, or a list such as 0.03,0.1,0.15,0.2"),
     seed: int = typer.Option(1, "--seed", help="partitioner seed"),
     time_limit: float | None = typer.Option(None, "--time-limit", help="seconds per hypergraph run (backend limit)"),
     budget: float | None = typer.Option(None, "--budget", help="skip the remaining hypergraph runs after this many s"),
+    bound: bool = typer.Option(True, "--bound/--no-bound", help="coarse grain: prove a lower bound on every "
+                               "result's volume (exact count program) and print the optimality gap"),
+    bound_time_limit: float = typer.Option(10.0, "--bound-time-limit",
+                                           help="seconds per lower-bound program (one per N and imbalance reached)"),
     images: int = typer.Option(64000, "--images", help="images per epoch for the per-epoch table (Table 5.14)"),
     batch_sizes: str = typer.Option("16,32,64", "--batch-sizes", help="global batch sizes for the per-epoch table"),
     out: Path | None = typer.Option(None, "--out", "-o", help="report folder (default reports/<model>_compare)"),
@@ -148,7 +155,8 @@ def compare(
     console = Console()
     cmp = run_static(graph, prof, ks=ks, methods=parse_name_list(methods), grains=parse_name_list(grains),
                      epsilons=eps, backend=backend, preset=preset, seed=seed, time_limit=time_limit,
-                     budget_seconds=budget, placements_dir=(folder / "placements") if save_placements else None,
+                     bound_time_limit=bound_time_limit if bound else None, budget_seconds=budget,
+                     placements_dir=(folder / "placements") if save_placements else None,
                      profile_source=source)
     print_report(cmp, images=images, batch_sizes=bss, console=console)
     paths = write_report(cmp, folder, images=images, batch_sizes=bss, plots=not no_plots)

@@ -100,6 +100,9 @@ def build_tables(cmp: StaticComparison, *, images: int = 64000,
     """Every table of the report, in print order."""
     tables = [_overview(cmp, "comm_volume_mib", "Comm. Vol (MiB, forward pass)", _num),
               _overview(cmp, "max_over_avg", "Max/Avg work", _ratio)]
+    gaps = _gap_overview(cmp)
+    if gaps is not None:
+        tables.append(gaps)
     unit = _work_unit(cmp)
     for label, rs in _groups(cmp):
         work_rows, comm_rows = [], []
@@ -107,7 +110,7 @@ def build_tables(cmp: StaticComparison, *, images: int = 64000,
             if r.status != "ok" or r.metrics is None:
                 msg = f"{r.status}: {r.reason}"
                 work_rows.append([str(r.k), msg] + [""] * 7)
-                comm_rows.append([str(r.k), msg] + [""] * 6)
+                comm_rows.append([str(r.k), msg] + [""] * 8)
                 continue
             m = r.metrics
             work_rows.append([
@@ -118,7 +121,7 @@ def build_tables(cmp: StaticComparison, *, images: int = 64000,
             comm_rows.append([
                 str(r.k), _num(m["comm_volume_mib"]), _num(m["max_comm_mib"]), _num(m["avg_comm_mib"]),
                 _ratio(m["max_over_avg_comm"]), _thesis(r, "comm_volume_mib"), _thesis(r, "max_comm_mib"),
-                _num(m["max_memory_bytes"] / GIB, 2),
+                _num(m["max_memory_bytes"] / GIB, 2), *_bound_cells(r),
             ])
         cites = sorted({c["citation"] for r in rs for c in r.thesis.values()})
         cap = ("thesis: " + "; ".join(cites)) if cites else ""
@@ -127,7 +130,7 @@ def build_tables(cmp: StaticComparison, *, images: int = 64000,
                              "thesis Max/Avg", "seconds"], work_rows, cap))
         tables.append(Table(f"{label}: communication volume (MiB per forward pass, batch {cmp.batch_size})",
                             ["N", "Comm. Vol", "Max Comm.", "Avg Comm.", "Max/Avg comm", "thesis Comm. Vol",
-                             "thesis Max Comm.", "max mem/part GiB"], comm_rows, cap))
+                             "thesis Max Comm.", "max mem/part GiB", "lower bound", "gap"], comm_rows, cap))
     tables.append(_epoch_table(cmp, images=images, batch_sizes=batch_sizes))
     return tables
 
@@ -153,6 +156,30 @@ def _overview(cmp: StaticComparison, col: str, what: str, fmt: Any) -> Table:
     cap = "ours (thesis, Eserol 2019, where printed); n/p = not possible" if cmp.thesis_applies else \
         "n/p = not possible; the thesis's numbers apply only to VGG16 224x224x3 batch 32"
     return Table(f"{what} by method and N", ["method"] + [f"N={k}" for k in ks], rows, cap)
+
+
+def _bound_cells(r: StaticResult) -> list[str]:
+    """Proven lower bound (MiB) and gap of a coarse result, "-" where none is proven."""
+    c = r.certificate
+    if c.get("status") != "ok" or c.get("lower_bound_bytes") is None:
+        return ["-", "-"]
+    gap = c.get("gap")
+    return [_num(c["lower_bound_bytes"] / MIB), "inf" if gap is None else f"{gap:.1%}"]
+
+
+def _gap_overview(cmp: StaticComparison) -> Table | None:
+    """Optimality gap of every coarse result (proven lower bound of the exact count program), method x N."""
+    coarse = [(label, rs) for label, rs in _groups(cmp) if rs and rs[0].grain == "coarse"]
+    if not any(r.certificate.get("status") == "ok" for _, rs in coarse for r in rs):
+        return None
+    rows = []
+    for label, rs in coarse:
+        by_k = {r.k: r for r in rs}
+        rows.append([label] + [_bound_cells(by_k[k])[1] if k in by_k else "" for k in cmp.ks])
+    cap = ("volume / proven lower bound - 1, the bound taken at the imbalance each result reached "
+           "(exact count program; '-' = not proven, e.g. not interchangeable filters)")
+    return Table("Coarse grain: gap to the proven optimum by method and N", ["method"] + [f"N={k}" for k in cmp.ks],
+                 rows, cap)
 
 
 def epoch_rows(cmp: StaticComparison, *, images: int, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
@@ -305,6 +332,11 @@ def result_rows(cmp: StaticComparison) -> list[dict[str, Any]]:
             cell = r.thesis.get(key)
             d[f"thesis_{key}"] = "" if cell is None else cell["value"]
         d["thesis_citation"] = "; ".join(sorted({c["citation"] for c in r.thesis.values()}))
+        c = r.certificate
+        ok = c.get("status") == "ok" and c.get("lower_bound_bytes") is not None
+        d["lower_bound_mib"] = c["lower_bound_bytes"] / MIB if ok else ""
+        d["gap"] = "" if not ok or c.get("gap") is None else c["gap"]
+        d["bound_status"] = c.get("status", "")
         d["placement"] = r.placement or ""
         rows.append(d)
     return rows

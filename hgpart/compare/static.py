@@ -4,7 +4,7 @@ Usage::
 
     from hgpart.compare.static import run_static
     cmp = run_static(graph, profile, ks=[2, 4, 8], methods=["layerwise", "incremental", "hypergraph"],
-                     grains=["coarse", "fine"], epsilons=[0.1], backend="mtkahypar")
+                     grains=["coarse", "fine"], epsilons=[0.1], backend="auto")
     for r in cmp.results:
         r.method, r.grain, r.k, r.status, r.metrics["comm_volume_mib"], r.thesis
 
@@ -42,7 +42,7 @@ from hgpart.compare.thesis import thesis_applies, thesis_value
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph, build_hypergraph
 from hgpart.layergraph import LayerGraph
-from hgpart.metrics import partition_metrics
+from hgpart.metrics import MIB, partition_metrics
 from hgpart.partitioners import BACKENDS, partition
 from hgpart.profile import Profile
 
@@ -79,6 +79,8 @@ class StaticResult:
     thesis: dict[str, dict[str, Any]] = field(default_factory=dict)
     placement: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: coarse grain: proven lower bound on the volume and the gap (:mod:`hgpart.partitioners.certificate`)
+    certificate: dict[str, Any] = field(default_factory=dict)
     parts: np.ndarray | None = field(default=None, repr=False)  # in memory only (placements, heat-map)
 
     @property
@@ -182,7 +184,7 @@ def _validate(methods: Sequence[str], grains: Sequence[str], ks: Sequence[int], 
     if "hypergraph" in methods:
         if backend not in BACKENDS or backend in ("layerwise", "horizontal", "incremental"):
             raise HgpartError(f"unknown hypergraph backend {backend!r}", where="--backend",
-                              fix="use kahypar or mtkahypar")
+                              fix="use auto, exact, mtkahypar, kahypar or block")
         if not epsilons:
             raise HgpartError("no epsilon given for hypergraph partitioning", where="--epsilon", fix="e.g. 0.1")
         if any(not 0.0 <= e < 10.0 for e in epsilons):
@@ -232,10 +234,11 @@ def run_static(
     methods: Sequence[str] = METHODS,
     grains: Sequence[str] = GRAINS,
     epsilons: Sequence[float] = (0.1,),
-    backend: str = "mtkahypar",
+    backend: str = "auto",
     preset: str | None = None,
     seed: int = 1,
     time_limit: float | None = None,
+    bound_time_limit: float | None = None,
     budget_seconds: float | None = None,
     skip: Callable[[str, str, int, float | None], str] | None = None,
     placements_dir: str | Path | None = None,
@@ -272,6 +275,9 @@ def run_static(
                 method, budget_seconds, t_start)
             res = _run_one(graph, hg, method, grain, k, eps, backend=backend, preset=preset, seed=seed,
                            time_limit=time_limit, skip_reason=why)
+            if res.status == "ok" and grain == "coarse":
+                bar.update(job, description=f"{method:<11} {grain:<6} N={k:<4}{tag} lower bound")
+                res.certificate = _certificate(hg, res, k, eps, bound_time_limit)
             if applies and res.status == "ok":
                 res.thesis = _thesis_cells(method, grain, eps, k)
             if res.status == "ok" and placements_dir is not None:
@@ -291,6 +297,20 @@ def run_static(
         hypergraphs=hg_info, thesis_applies=applies, wall_seconds=time.perf_counter() - t_start,
         machine=machine_info(), hypergraph_objects=hgs,
     )
+
+
+def _certificate(hg: Hypergraph, res: StaticResult, k: int, eps: float | None,
+                 time_limit: float | None) -> dict[str, Any]:
+    """The proven lower bound and gap of one coarse result, at the imbalance it reached (see certificate)."""
+    from hgpart.partitioners.certificate import certify, not_computed
+
+    m = res.metrics or {}
+    known = res.provenance.get("lower_bound_bytes")
+    if time_limit is None and known is None:
+        return not_computed("no --bound-time-limit").to_dict()
+    cert = certify(hg, k=k, epsilon=eps or 0.0, volume_bytes=m["comm_volume_mib"] * MIB,
+                   max_over_avg=m["max_over_avg"], known_bound=known, time_limit=time_limit or 0.0)
+    return cert.to_dict()
 
 
 def _budget_reason(method: str, budget: float | None, t_start: float) -> str:
@@ -337,6 +357,8 @@ def _run_one(graph: LayerGraph, hg: Hypergraph, method: str, grain: str, k: int,
     metrics = {key: m[key] for key in _METRIC_KEEP}
     prov = {"backend": be, "preset": res.preset, "backend_seconds": res.seconds,
             **{key: v for key, v in res.info.items() if isinstance(v, (int, float, str))}}
+    if res.lower_bound_bytes is not None:
+        prov["lower_bound_bytes"] = float(res.lower_bound_bytes)
     return StaticResult(method, grain, k, eps, "ok", backend=be, seconds=seconds, metrics=metrics, provenance=prov,
                         parts=res.parts.astype(np.int32))
 
