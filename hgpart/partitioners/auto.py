@@ -15,7 +15,7 @@ Choice, from ``benchmarks/partition_quality.py`` (VGG16 224^2 b32, ResNet18 32^2
   before optimality, so auto also runs Mt-KaHyPar QUALITY and KaHyPar side
   by side (one thread each: both deterministic, so these candidates *are*
   the two tools' results for the seed), refines the best with Mt-KaHyPar
-  V-cycles (:func:`hgpart.partitioners.refine.mtk_refine`) and keeps the best
+  V-cycles (:func:`hgpart.partitioners.portfolio.refine`) and keeps the best
   that meets the balance. It is therefore never worse than the better of
   KaHyPar and Mt-KaHyPar QUALITY with the same seed whenever they finish
   within the time limit, which every stage shares (on graphs above
@@ -45,6 +45,7 @@ only when it meets the balance exactly.
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -63,6 +64,8 @@ LARGE_PINS = 2_000_000
 MIN_STAGE = 1.0
 #: fine grain of residual models: up to this K, Mt-KaHyPar also partitions the grouped coarse projection
 SMALL_K = 16
+#: fine-grain portfolio: groups per axis of every conv layer in the nested groupings it partitions
+SIDES = (8, 16, 32, 64)
 
 
 def fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
@@ -98,10 +101,13 @@ def _fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
     return small, vmap
 
 
-def _balance_class(hg: Hypergraph, parts: np.ndarray, k: int, epsilon: float) -> int:
-    """0: within ``(1 + eps) * total / K``; 1: within that plus one vertex (the partitioners' own
-    tolerance after integer weight scaling); 2: outside both."""
-    work = np.bincount(parts, weights=hg.vertex_weight, minlength=k)
+def _balance_class(hg: Hypergraph, parts: np.ndarray, k: int, epsilon: float,
+                   weights: np.ndarray | None = None) -> int:
+    """0: within ``(1 + eps) * total / K``; 1: within that plus one vertex of ``hg`` (the partitioners' own
+    tolerance after integer weight scaling); 2: outside both. ``weights``: the vertex weights ``parts`` refers
+    to when it is a placement of a grouped copy of ``hg`` (same part weights, fewer vertices)."""
+    w = hg.vertex_weight if weights is None else weights
+    work = np.bincount(parts, weights=w, minlength=k)
     cap = (1.0 + epsilon) * hg.vertex_weight.sum() / k
     if work.max() <= cap * (1.0 + 1e-9):
         return 0
@@ -110,94 +116,90 @@ def _balance_class(hg: Hypergraph, parts: np.ndarray, k: int, epsilon: float) ->
 
 def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
     """Backend entry point (see :mod:`hgpart.partitioners`)."""
-    from hgpart.errors import HgpartError
+    limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
+    if hg.grain == "coarse":
+        return _coarse(hg, k=k, epsilon=epsilon, seed=seed, limit=limit)
+    return _fine(hg, k=k, epsilon=epsilon, seed=seed, limit=limit)
+
+
+def _result(best: str, scored: dict[str, float], parts: np.ndarray, t0: float, notes: dict[str, str],
+            bound: float | None, proven: bool, **info: object):
     from hgpart.partitioners import PartitionResult
+
+    return PartitionResult(
+        parts=parts,
+        backend="auto",
+        seconds=time.perf_counter() - t0,
+        preset=best,
+        backend_objective=scored[best],
+        lower_bound_bytes=None if bound is None else min(bound, scored[best]),
+        info={"chosen": best, "candidates": scored, "notes": notes, "proven_optimal": proven and best == "exact",
+              **info},
+    )
+
+
+def _fallback(hg: Hypergraph, k: int, epsilon: float) -> tuple[str, np.ndarray]:
+    """The thesis's fill-in-order placement: one vertex over the average at most, so auto always answers."""
+    from hgpart.partitioners.incremental import incremental_parts
+
+    return "incremental", incremental_parts(hg.vertex_weight, k)
+
+
+def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
+    """Coarse grain: the exact program (proven bound), KaHyPar and Mt-KaHyPar QUALITY, V-cycles from the best."""
+    from hgpart.errors import HgpartError
     from hgpart.partitioners import kahypar_backend as kahypar
     from hgpart.partitioners import mtkahypar_backend as mtk
-    from hgpart.partitioners.block import checkerboard_parts, contract
+    from hgpart.partitioners.block import contract
     from hgpart.partitioners.exact import analyze
     from hgpart.partitioners.exact import run as exact_run
-    from hgpart.partitioners.incremental import incremental_parts
-    from hgpart.partitioners.refine import mtk_refine
+    from hgpart.partitioners.portfolio import refine
 
     t0 = time.perf_counter()
-    limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
     cands: dict[str, np.ndarray] = {}
-    bound = None
     notes: dict[str, str] = {}
-
-    coarse, cmap = (hg, None) if hg.grain == "coarse" else fine_to_coarse(hg)
-    split = False
-    try:
-        # Fine grain: the coarse program only supplies a placement to lift (its chain seed is instant), but
-        # at K <= 4 it proves the coarse optimum in seconds and that is then hard to beat. With split columns
-        # (residual Adds) its placement is rarely the best, so it gets less time.
-        split = analyze(coarse).split_columns
-        fine_share = 0.1 if split else (0.5 if k <= 4 else 0.3 if k <= 16 else 0.15)
-        share = (0.2 if split else 0.5) if cmap is None else fine_share
-        ex = exact_run(coarse, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=share * limit)
-        cands["exact"] = ex.parts if cmap is None else ex.parts[cmap]
-        # a coarse optimum is neither optimal nor a bound among fine placements (they can split filters)
-        proven = bool(ex.info.get("optimal")) and cmap is None
-        bound = ex.lower_bound_bytes if cmap is None else None
-    except HgpartError as exc:  # not count-symmetric: fall back to the partitioners
-        notes["exact"] = exc.line()
-        proven = False
-
-    if hg.grain == "coarse" and hg.num_pins <= LARGE_PINS:
-        work_hg, vmap = hg, None
-    else:  # fine grain, or a coarse graph made huge by fully connected layers: per-layer grouping
-        work_hg, vmap = contract(hg, k)
+    bound = None
+    proven = False
 
     def left(until: float) -> float:
         """Seconds left before ``until`` x the time limit (every stage shares one budget)."""
         return until * limit - (time.perf_counter() - t0)
 
+    try:
+        # with split columns (residual Adds) the program's placement is rarely the best: less time
+        share = 0.2 if analyze(hg).split_columns else 0.5
+        ex = exact_run(hg, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=share * limit)
+        cands["exact"] = ex.parts
+        proven = bool(ex.info.get("optimal"))
+        bound = ex.lower_bound_bytes
+    except HgpartError as exc:  # not count-symmetric: the partitioners alone
+        notes["exact"] = exc.line()
+
+    work_hg, vmap = (hg, None) if hg.num_pins <= LARGE_PINS else contract(hg, k)
     if not proven and left(0.8) < MIN_STAGE:
         notes["general"] = "skipped: no time left"
     elif not proven:
-        # Coarse grain: Mt-KaHyPar QUALITY and KaHyPar side by side, one thread each. Both are then
-        # deterministic for the seed, i.e. exactly the references' own results on the same graph, so on
-        # the ungrouped graph auto is never worse than either when they finish in time. Fine grain:
-        # Mt-KaHyPar on the grouped graph (KaHyPar cannot finish a fine sweep in seconds); for residual
-        # models at K <= SMALL_K also on the grouped coarse projection (filters kept whole), side by side:
-        # there the count program's placement is poor, and on ResNet18 32^2 (FLOP, K = 8) the projection
-        # gave 2.44-2.67 MiB in three runs, the grouped fine graph 2.47-3.39 in six.
-        two = hg.grain == "coarse" or (cmap is not None and split and k <= SMALL_K)
-        runs = {"mtkahypar-quality": (lambda: mtk.run(
-            work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality", time_limit=left(0.8),
-            threads=1 if two else None), vmap)}
-        if hg.grain == "coarse":
-            runs["kahypar"] = (lambda: kahypar.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset=None,
-                                                   time_limit=left(0.8)), vmap)
-        elif two:
-            cgrp, cgmap = contract(coarse, k)
-            runs["coarse-mtkahypar-quality"] = (lambda: mtk.run(
-                cgrp, k=k, epsilon=epsilon, seed=seed, preset="quality", time_limit=left(0.8), threads=1),
-                cgmap[cmap])
+        # Mt-KaHyPar QUALITY and KaHyPar side by side, one thread each. Both are then deterministic for the
+        # seed, i.e. exactly the references' own results on the same graph, so on the ungrouped graph auto is
+        # never worse than either when they finish in time.
+        runs = {
+            "mtkahypar-quality": lambda: mtk.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality",
+                                                 time_limit=left(0.8), threads=1),
+            "kahypar": lambda: kahypar.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset=None,
+                                           time_limit=left(0.8)),
+        }
         with ThreadPoolExecutor(max_workers=len(runs)) as pool:
-            futures = {name: (pool.submit(fn), to_full) for name, (fn, to_full) in runs.items()}
-            for name, (fut, to_full) in futures.items():
+            futures = {name: pool.submit(fn) for name, fn in runs.items()}
+            for name, fut in futures.items():
                 try:
                     r = fut.result()
-                    cands[name] = r.parts if to_full is None else r.parts[to_full]
+                    cands[name] = r.parts if vmap is None else r.parts[vmap]
                 except HgpartError as exc:  # out of time: keep the other candidates
                     notes[name] = exc.line()
-    if hg.grain == "fine":
-        cands["block"] = checkerboard_parts(hg, k)
-    # the thesis's fill-in-order placement: always within the balance (one vertex over the average at most),
-    # so auto answers even when every other stage ran out of time, and at large K it is a fair candidate
-    cands["incremental"] = incremental_parts(hg.vertex_weight, k)
+    name, parts = _fallback(hg, k, epsilon)
+    cands[name] = parts
 
-    # The partitioners' own tolerance is (1 + eps) * avg plus about one vertex (integer weights), so their
-    # placements compete within it; the fill-in-order candidate overshoots by one vertex *by design* and
-    # competes only when it meets the exact balance, else it is the fallback when nothing else is balanced.
-    level = {name: _balance_class(hg, p, k, epsilon) for name, p in cands.items()}
-    names = [n for n in cands if level[n] == 0 or (level[n] == 1 and n != "incremental")]
-    names = names or [n for n in cands if level[n] <= 1]
-    scored = {name: km1_bytes(hg, cands[name], k) for name in names}
-    if not scored:
-        raise HgpartError(f"no candidate placement met the balance for K = {k}", fix="raise --epsilon")
+    scored = _score(hg, cands, k, epsilon)
     best = min(scored, key=scored.__getitem__)
     # V-cycles from the best candidate, unless it is proven optimal
     if left(1.0) < MIN_STAGE:
@@ -205,7 +207,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     elif not (proven and best == "exact") and (bound is None or scored[best] > bound * 1.001):
         seed_parts = cands[best] if vmap is None else _project(cands[best], vmap, work_hg.num_vertices)
         try:
-            ref = mtk_refine(work_hg, seed_parts, k=k, epsilon=epsilon, seed=seed, preset="quality", vcycles=2,
+            ref = refine(work_hg, seed_parts, k=k, epsilon=epsilon, seed=seed, preset="quality", vcycles=2,
                              time_limit=left(1.0))
         except HgpartError as exc:
             notes["vcycles"] = exc.line()
@@ -215,15 +217,126 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
                 scored[f"{best}+vcycles"] = km1_bytes(hg, ref_full, k)
                 cands[f"{best}+vcycles"] = ref_full
     best = min(scored, key=scored.__getitem__)
-    return PartitionResult(
-        parts=cands[best],
-        backend="auto",
-        seconds=time.perf_counter() - t0,
-        preset=best,
-        backend_objective=scored[best],
-        lower_bound_bytes=None if bound is None else min(bound, scored[best]),
-        info={"chosen": best, "candidates": scored, "notes": notes, "proven_optimal": proven and best == "exact"},
-    )
+    return _result(best, scored, cands[best], t0, notes, bound, proven)
+
+
+def _score(hg: Hypergraph, cands: dict[str, np.ndarray], k: int, epsilon: float) -> dict[str, float]:
+    """km1 of the candidates that may compete (see the module docstring on balance)."""
+    from hgpart.errors import HgpartError
+
+    level = {name: _balance_class(hg, p, k, epsilon) for name, p in cands.items()}
+    names = [n for n in cands if level[n] == 0 or (level[n] == 1 and n != "incremental")]
+    names = names or [n for n in cands if level[n] <= 1]
+    if not names:
+        raise HgpartError(f"no candidate placement met the balance for K = {k}", fix="raise --epsilon")
+    return {name: km1_bytes(hg, cands[name], k) for name in names}
+
+
+def fine_sides(k: int) -> list[int]:
+    """Groupings (groups per axis of each conv layer) the fine-grain portfolio partitions at K, cheapest first.
+
+    A side below K/8 leaves too few vertices per layer for the balance
+    (VGG16 224^2, K = 128, 8 x 8 groups: Max/Avg 1.195).
+    """
+    return [s for s in SIDES if 8 * s >= k]
+
+
+def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
+    """Fine grain: the lifted exact coarse placement, then a portfolio of Mt-KaHyPar runs on nested groupings."""
+    from hgpart.errors import HgpartError
+    from hgpart.partitioners._memo import memo
+    from hgpart.partitioners.block import grouped_family
+    from hgpart.partitioners.exact import analyze
+    from hgpart.partitioners.exact import run as exact_run
+    from hgpart.partitioners.portfolio import Candidate, run_portfolio
+
+    t0 = time.perf_counter()
+    notes: dict[str, str] = {}
+    coarse, cmap = fine_to_coarse(hg)
+    # every candidate lives on some graph: (graph, parts on it, map to hg), scored on that graph (same km1)
+    cands: dict[str, tuple[Hypergraph, np.ndarray, np.ndarray]] = {}
+    split = False
+    try:
+        split = analyze(coarse).split_columns
+        ex = exact_run(coarse, k=k, epsilon=epsilon, seed=seed, preset=None,
+                       time_limit=_exact_share(k, split) * limit, bound=False)
+        cands["exact"] = (coarse, ex.parts, cmap)
+    except HgpartError as exc:
+        notes["exact"] = exc.line()
+
+    stages = {"exact": round(time.perf_counter() - t0, 2)}
+    sides = fine_sides(k)
+    family = memo(hg, f"family:{SIDES}:{max(128, k)}", lambda: grouped_family(hg, SIDES, min_1d=max(128, k)))
+    graphs = []
+    for s in sides:  # a coarser side that groups nothing more (small layers) is the same graph: once
+        if not graphs or family[s][0].num_vertices != graphs[-1].hg.num_vertices:
+            graphs.append(Candidate(f"{s}x{s}", *family[s]))
+    if split and k <= SMALL_K:
+        # residual models: the coarse projection (filters kept whole) partitions well at small K
+        cg, cgmap = memo(coarse, "family:64", lambda: grouped_family(coarse, (64,)))[64]
+        graphs.append(Candidate("coarse projection", cg, cgmap[cmap]))
+    stages["groupings"] = round(time.perf_counter() - t0 - sum(stages.values()), 2)
+    budget = limit - (time.perf_counter() - t0)
+    graphs = [g for g in graphs if _predicted_seconds(g.hg, k) <= 0.5 * budget] or graphs[:1]
+    starts = []
+    if "exact" in cands:
+        fin = max(range(len(graphs)), key=lambda i: graphs[i].hg.num_vertices)
+        proj = _project(cands["exact"][1][cmap], graphs[fin].to_full, graphs[fin].hg.num_vertices)
+        if _balance_class(hg, proj, k, epsilon, graphs[fin].hg.vertex_weight) <= 1:
+            starts.append((fin, proj, km1_bytes(graphs[fin].hg, proj, k)))
+    if budget < MIN_STAGE:
+        notes["portfolio"] = "skipped: no time left"
+    else:
+        try:
+            runs = run_portfolio(graphs, k=k, epsilon=epsilon, seconds=budget, starts=starts, seed0=seed)
+        except HgpartError as exc:
+            notes["portfolio"] = exc.line()
+            runs = []
+        best_of: dict[str, tuple[float, int]] = {}
+        for i, r in enumerate(runs):
+            g = graphs[r.graph]
+            if r.kind == "partition":
+                name = f"mtkahypar-quality {g.name}"
+            else:
+                name = f"exact+vcycles {g.name}" if r.origin <= -2 else f"mtkahypar-quality {g.name}+vcycles"
+            if _balance_class(hg, r.parts, k, epsilon, g.hg.vertex_weight) > 1:
+                continue
+            if name not in best_of or r.km1_bytes < best_of[name][0]:
+                best_of[name] = (r.km1_bytes, i)
+        for name, (_, i) in best_of.items():
+            g = graphs[runs[i].graph]
+            cands[name] = (g.hg, runs[i].parts, g.to_full)
+        notes["portfolio_runs"] = f"{sum(r.kind == 'partition' for r in runs)} runs, " \
+                                  f"{sum(r.kind == 'refine' for r in runs)} refinements on {[g.name for g in graphs]}"
+    stages["portfolio"] = round(time.perf_counter() - t0 - sum(stages.values()), 2)
+
+    scored = {name: km1_bytes(g_hg, parts, k) for name, (g_hg, parts, _) in cands.items()
+              if _balance_class(hg, parts, k, epsilon, g_hg.vertex_weight) <= 1}
+    if not scored:
+        name, parts = _fallback(hg, k, epsilon)
+        if _balance_class(hg, parts, k, epsilon) > 1:
+            raise HgpartError(f"no candidate placement met the balance for K = {k}", fix="raise --epsilon")
+        scored[name] = km1_bytes(hg, parts, k)
+        return _result(name, scored, parts, t0, notes, None, False, stage_seconds=stages)
+    best = min(scored, key=scored.__getitem__)
+    g_hg, parts, to_full = cands[best]
+    return _result(best, scored, parts[to_full], t0, notes, None, False, stage_seconds=stages)
+
+
+def _exact_share(k: int, split: bool) -> float:
+    """Share of the fine-grain time limit for the coarse program (see the module docstring)."""
+    if split:
+        return 0.1
+    return 0.3 if k <= 4 else 0.1
+
+
+#: seconds per pin and log2 K of one single-threaded Mt-KaHyPar QUALITY run on a grouped CNN graph
+#: (2-core EPYC: VGG16 224^2 fine 64 x 64 groups, 268 k pins, K = 128 in ~7.5 s)
+SECONDS_PER_PIN_LOGK = 4e-6
+
+
+def _predicted_seconds(hg: Hypergraph, k: int) -> float:
+    return SECONDS_PER_PIN_LOGK * hg.num_pins * max(1.0, math.log2(k))
 
 
 def _project(parts: np.ndarray, vmap: np.ndarray, n: int) -> np.ndarray:

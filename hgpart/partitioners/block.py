@@ -39,7 +39,8 @@ import numpy as np
 
 from hgpart.hypergraph import Hypergraph, VertexBlock, sorted_unique
 
-__all__ = ["checkerboard_parts", "contract", "contract_with_map", "choose_groups", "run", "TARGET_PER_LAYER"]
+__all__ = ["checkerboard_parts", "contract", "contract_with_map", "choose_groups", "run", "TARGET_PER_LAYER",
+           "grouped_family"]
 
 #: vertices a grouped conv layer keeps (about a 64 x 64 grid of tasks)
 TARGET_PER_LAYER = 4096
@@ -74,7 +75,7 @@ def checkerboard_parts(hg: Hypergraph, k: int) -> np.ndarray:
     return parts
 
 
-def choose_groups(blk: VertexBlock, k: int, target: int = TARGET_PER_LAYER) -> tuple[int, ...]:
+def choose_groups(blk: VertexBlock, k: int, target: int = TARGET_PER_LAYER, side: int | None = None) -> tuple[int, ...]:
     """Group sizes for one (ungrouped) block: about ``target`` vertices, >= K/2 groups along each axis.
 
     Why K/2: a layer spread over all K parts still gets whole groups of
@@ -86,17 +87,23 @@ def choose_groups(blk: VertexBlock, k: int, target: int = TARGET_PER_LAYER) -> t
     (``benchmarks/results/partition_quality/final4_resnet18_fine.log``,
     ``ref_resnet18.log``).
     """
+    if side is None:
+        side = max(int(math.isqrt(target)), k // 2)
     if len(blk.extent) == 1:
         (f,) = blk.extent
-        keep = max(k, int(math.isqrt(target)) * 4)
+        keep = max(k, 4 * side)
         return (max(1, f // keep),)
     f, c = blk.extent
-    side = max(int(math.isqrt(target)), k // 2)
     return (max(1, f // side), max(1, c // side))
 
 
-def contract(hg: Hypergraph, k: int, *, target: int = TARGET_PER_LAYER) -> tuple[Hypergraph, np.ndarray]:
-    """A grouped copy of ``hg`` and the map old vertex -> new vertex (see module docstring)."""
+def contract(hg: Hypergraph, k: int, *, target: int = TARGET_PER_LAYER,
+             side: int | None = None) -> tuple[Hypergraph, np.ndarray]:
+    """A grouped copy of ``hg`` and the map old vertex -> new vertex (see module docstring).
+
+    ``side`` fixes the groups per axis of every 2-D block (and ``max(K, 4 side)`` vertices per 1-D block)
+    instead of deriving them from ``target`` and K.
+    """
     t0 = time.perf_counter()
     vmap = np.empty(hg.num_vertices, dtype=np.int64)
     blocks: list[VertexBlock] = []
@@ -105,7 +112,7 @@ def contract(hg: Hypergraph, k: int, *, target: int = TARGET_PER_LAYER) -> tuple
     fgroup: dict[str, int] = {}
     for blk in hg.blocks:
         if blk.role == "channel":
-            fgroup[blk.layer] = choose_groups(blk, k, target)[0]
+            fgroup[blk.layer] = choose_groups(blk, k, target, side)[0]
     for blk in hg.blocks:
         if any(g != 1 for g in blk.group):
             grp = blk.group  # already grouped: keep as is
@@ -117,7 +124,7 @@ def contract(hg: Hypergraph, k: int, *, target: int = TARGET_PER_LAYER) -> tuple
             elif blk.role == "input":
                 grp = (1,)
             else:
-                grp = choose_groups(blk, k, target)
+                grp = choose_groups(blk, k, target, side)
             new = VertexBlock(blk.layer, blk.role, nv, blk.extent, grp)
             if len(blk.extent) == 1:
                 vmap[blk.start : blk.stop] = new.vertex_of(np.arange(blk.extent[0]))
@@ -130,6 +137,62 @@ def contract(hg: Hypergraph, k: int, *, target: int = TARGET_PER_LAYER) -> tuple
     out = contract_with_map(hg, vmap, blocks, merge_nets=True)
     out.build_seconds = time.perf_counter() - t0
     return out, vmap
+
+
+def _family_groups(hg: Hypergraph, side: int, min_1d: int, finer: dict[tuple[str, str], tuple[int, ...]] | None
+                   ) -> dict[tuple[str, str], tuple[int, ...]]:
+    """Group sizes per block for ``side`` groups per axis, each a multiple of the ``finer`` grouping's."""
+    out: dict[tuple[str, str], tuple[int, ...]] = {}
+    for blk in hg.blocks:
+        key = (blk.layer, blk.role)
+        base = finer[key] if finer is not None else blk.group
+        if blk.role == "input":
+            out[key] = base
+            continue
+        if blk.role == "reduce" and (blk.layer, "channel") in out:
+            out[key] = (out[(blk.layer, "channel")][0],)  # a filter group and its reduction stay together
+            continue
+        want = [e // side for e in blk.extent] if len(blk.extent) == 2 else [blk.extent[0] // max(min_1d, 4 * side)]
+        out[key] = tuple(b * max(1, w // b) for b, w in zip(base, want, strict=True))
+    return out
+
+
+def grouped_family(hg: Hypergraph, sides: tuple[int, ...], *, min_1d: int = 128
+                   ) -> dict[int, tuple[Hypergraph, np.ndarray]]:
+    """Nested groupings of ``hg``, one per ``side`` (groups per axis of every 2-D block): side -> (graph, vmap).
+
+    Why nested: every grouping is a coarsening of the next finer one (group
+    sizes are multiples), so only the finest is contracted from ``hg`` (the
+    expensive step: seconds on VGG16's 26 M fine pins) and each coarser one
+    from the previous small graph, with the same exact km1 as at full
+    resolution. 1-D blocks (Dense, Add, depthwise, coarse filters) keep at
+    least ``max(min_1d, 4 side)`` vertices, enough for K <= ``min_1d``.
+    """
+    t0 = time.perf_counter()
+    out: dict[int, tuple[Hypergraph, np.ndarray]] = {}
+    cur, cur_map, cur_groups = hg, np.arange(hg.num_vertices), None
+    for side in sorted(set(sides), reverse=True):
+        groups = _family_groups(hg, side, min_1d, cur_groups)
+        blocks: list[VertexBlock] = []
+        step = np.empty(cur.num_vertices, dtype=np.int64)
+        nv = 0
+        for blk in cur.blocks:
+            full = hg.block(blk.layer, blk.role)
+            new = VertexBlock(blk.layer, blk.role, nv, full.extent, groups[(blk.layer, blk.role)])
+            # the first ungrouped index each current vertex covers, mapped into the new grouping
+            firsts = [np.arange(n) * g for n, g in zip(blk.shape, blk.group, strict=True)]
+            if len(firsts) == 1:
+                step[blk.start : blk.stop] = new.vertex_of(firsts[0])
+            else:
+                step[blk.start : blk.stop] = new.vertex_of(firsts[0][:, None], firsts[1][None, :]).ravel()
+            blocks.append(new)
+            nv = new.stop
+        small = contract_with_map(cur, step, blocks, merge_nets=True)
+        cur_map = step[cur_map]
+        small.build_seconds = time.perf_counter() - t0
+        out[side] = (small, cur_map)
+        cur, cur_groups = small, groups
+    return out
 
 
 def contract_with_map(hg: Hypergraph, vmap: np.ndarray, blocks: list[VertexBlock], *, merge_nets: bool) -> Hypergraph:

@@ -649,22 +649,31 @@ def coarse_lower_bound(
     return sol.bound_bytes, best
 
 
-def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
-    """Backend entry point (see :mod:`hgpart.partitioners`)."""
+def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
+        bound: bool = True):
+    """Backend entry point (see :mod:`hgpart.partitioners`).
+
+    ``bound=False`` (auto's fine grain, which only lifts the placement): with
+    split columns the block-model bound program is skipped, the whole time
+    goes to the placement and ``lower_bound_bytes`` is None.
+    """
     from hgpart.metrics import km1_bytes
     from hgpart.partitioners import PartitionResult
 
     t0 = time.perf_counter()
     limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
     model = analyze(hg, columns=True)
+    lb_bytes: float | None
     if model.split_columns:
-        sol = solve_counts(model, k, epsilon, time_limit=limit / 2)
+        sol = solve_counts(model, k, epsilon, time_limit=limit / 2 if bound else limit)
         relaxed = analyze(hg, columns=False)
-        lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0))
-        bound = lb.bound_bytes
+        lb = None
+        if bound:
+            lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0))
+        lb_bytes = lb.bound_bytes if lb is not None else None
     else:
         sol = solve_exact(model, k, epsilon, time_limit=limit)
-        bound = sol.bound_bytes
+        lb_bytes = sol.bound_bytes
     counts = sol.counts if np.isfinite(sol.objective_bytes) else even_counts(model, k)
     parts = expand_counts(hg, model, counts)
     obj = km1_bytes(hg, parts, k)
@@ -672,7 +681,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         from hgpart.partitioners.chain import chain_counts
 
         alts = []
-        if np.isfinite(lb.objective_bytes):
+        if lb is not None and np.isfinite(lb.objective_bytes):
             # the block model's counts, columns laid out contiguously (aligned wherever counts agree)
             alts.append(expand_counts(hg, relaxed, lb.counts))
         chain = chain_counts(model, k, epsilon, steps=CHAIN_STEPS)
@@ -689,7 +698,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         preset="highs",
         backend_objective=obj,
         objective_scale=1.0,
-        lower_bound_bytes=min(bound, obj),
+        lower_bound_bytes=None if lb_bytes is None else min(lb_bytes, obj),
         info={
             "optimal": bool(sol.optimal and not model.split_columns),
             "status": sol.status,

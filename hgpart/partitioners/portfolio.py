@@ -1,0 +1,296 @@
+"""A portfolio of Mt-KaHyPar runs (several graphs, several seeds) on a pool of one-thread workers, to a deadline.
+
+Usage::
+
+    from hgpart.partitioners.portfolio import Candidate, run_portfolio
+    graphs = [Candidate("side16", small, vmap), Candidate("side32", mid, vmap2)]
+    runs = run_portfolio(graphs, k=64, epsilon=0.1, seconds=8.0, refine_share=0.3)
+    best = min(runs, key=lambda r: r.km1_bytes)    # best.parts are on graphs[best.graph].hg
+
+Why: on CNN hypergraphs one Mt-KaHyPar QUALITY run varies by 10-30% from
+seed to seed (ResNet18 32^2 fine, K = 8: 2.72-3.38 MiB over six seeds of the
+same grouped graph), and the best grouping depends on K (VGG16 224^2 fine,
+FLOP weights: 16 x 16 channel groups per layer give 4,859 MiB at K = 64,
+64 x 64 groups 5,381). Many short runs on small grouped graphs, the best
+kept, beat one long run on the whole graph: the ungrouped graph needs
+minutes per run, a 4 k-vertex grouped graph under a second.
+
+How: ``workers`` child processes (default: the Mt-KaHyPar thread count, one
+per core) each run Mt-KaHyPar on one thread (deterministic for a seed), load
+every graph's hMetis file once and take jobs over a pipe: partition with a
+seed, or V-cycles from a given partition (``improve_partition``). The parent
+hands out jobs round-robin over the graphs (seed 1 on every graph first,
+then seed 2, ...), starts no job its graph's slowest run so far could not
+finish before the deadline, and after ``1 - refine_share`` of the time
+refines the best results. At the deadline the workers are killed: a run in
+flight is lost, every finished one is kept. Which runs finish depends on the
+machine's speed, so two calls return the same best only when the same runs
+complete; each run itself is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hgpart.errors import HgpartError
+from hgpart.hypergraph import Hypergraph
+
+__all__ = ["Candidate", "Run", "run_portfolio", "worker_count", "refine"]
+
+#: partition runs per graph at most (a portfolio call is bounded even with a huge time limit)
+MAX_SEEDS = 24
+
+
+@dataclass
+class Candidate:
+    """One graph of the portfolio and how its vertices map to the caller's graph (None = same graph)."""
+
+    name: str
+    hg: Hypergraph
+    to_full: np.ndarray | None = None
+    seeds: int = 1_000_000  # at most this many partition runs of this graph
+
+
+@dataclass
+class Run:
+    """One finished job: which graph, how, its km1 in bytes (the backend's own, exact costs) and its parts."""
+
+    graph: int
+    kind: str  # "partition" | "refine"
+    seed: int
+    km1_bytes: float
+    imbalance: float
+    seconds: float
+    parts: np.ndarray = field(repr=False)
+    origin: int = -1  # refine: index of the run it started from
+
+    @property
+    def label(self) -> str:
+        return f"s{self.seed}" if self.kind == "partition" else f"s{self.seed}+vcycles"
+
+
+def worker_count() -> int:
+    """One worker per core Mt-KaHyPar may use (``HGPART_MTKAHYPAR_THREADS``, default 2)."""
+    from hgpart.partitioners.mtkahypar_backend import default_threads
+
+    return default_threads()
+
+
+def _spawn() -> subprocess.Popen:
+    from hgpart.partitioners._subprocess import _die_with_parent
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "hgpart.partitioners.portfolio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+    )
+
+
+def run_portfolio(
+    graphs: list[Candidate],
+    *,
+    k: int,
+    epsilon: float,
+    seconds: float,
+    preset: str = "quality",
+    workers: int | None = None,
+    refine_share: float = 0.3,
+    vcycles: int = 2,
+    starts: list[tuple[int, np.ndarray, float]] | None = None,
+    seed0: int = 1,
+) -> list[Run]:
+    """Every run that finished within ``seconds`` (see the module docstring).
+
+    ``starts`` are extra (graph index, parts, km1 bytes) the refinement phase
+    may start from (e.g. a lifted exact placement); they compete with the
+    portfolio's own results by km1. A refine run's ``origin`` is the index of
+    the run it started from, or ``-2 - j`` for ``starts[j]``.
+    """
+    from hgpart.formats import write_hmetis
+    from hgpart.partitioners.mtkahypar_backend import PRESETS, resolve_preset
+    from hgpart.partitioners.scaling import scale_hypergraph
+
+    t0 = time.perf_counter()
+    deadline = t0 + max(seconds, 0.0)
+    refine_at = t0 + max(seconds, 0.0) * (1.0 - refine_share)
+    n_workers = max(1, workers or worker_count())
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="hgpart-portfolio-") as tmp:
+        d = Path(tmp)
+        procs = [_spawn() for _ in range(n_workers)]  # they import while the files are written
+        try:
+            scales = []
+            for i, c in enumerate(graphs):
+                sh = scale_hypergraph(c.hg, k=k, epsilon=epsilon)
+                write_hmetis(sh, d / f"g{i}.hgr")
+                scales.append(sh.cost_scale)
+            base = {"k": k, "epsilon": float(epsilon), "preset": PRESETS[resolve_preset(preset)]}
+            # static queues: job j goes to worker j % n, so each worker's sequence of runs is fixed up to the jobs
+            # skipped for time (a worker's runs depend on what it ran before: Mt-KaHyPar keeps state between runs
+            # that set_seed does not reset)
+            queues: list[deque[dict]] = [deque() for _ in range(n_workers)]
+            j = 0
+            for seed in range(seed0, seed0 + min(max((c.seeds for c in graphs), default=0), MAX_SEEDS)):
+                for i, c in enumerate(graphs):
+                    if seed - seed0 < c.seeds:
+                        queues[j % n_workers].append({"op": "partition", "graph": i, "seed": seed})
+                        j += 1
+            slowest: dict[int, float] = {}
+            running: dict[int, tuple[dict, float]] = {}
+            refining = False
+            sel = selectors.DefaultSelector()
+            for w, p in enumerate(procs):
+                sel.register(p.stdout, selectors.EVENT_READ, w)
+            n_jobs = 0
+
+            def next_job(w: int, now: float) -> dict | None:
+                nonlocal refining, n_jobs
+                if not refining and now >= refine_at:
+                    refining = True
+                    # refinements go first; what is left of the partition runs follows if time remains
+                    refine = _refine_jobs(runs, starts or [], d, vcycles, n_workers, epsilon, seed0)
+                    for i, job in reversed(list(enumerate(refine))):
+                        queues[i % n_workers].appendleft(job)
+                limit = deadline if refining else refine_at
+                while queues[w]:
+                    job = queues[w].popleft()
+                    est = slowest.get((job["graph"] << 1) | (job["op"] == "refine"))
+                    if est is not None and now + est > limit + (0.0 if refining else 0.5 * est):
+                        continue  # would not finish in its phase (by this graph's slowest run so far)
+                    n_jobs += 1
+                    return {**job, "id": n_jobs, "hgr": str(d / f"g{job['graph']}.hgr"),
+                            "out": str(d / f"out{n_jobs}.bin"), **base}
+                return None
+
+            def assign(w: int) -> None:
+                job = next_job(w, time.perf_counter())
+                if job is not None:
+                    procs[w].stdin.write(json.dumps(job) + "\n")
+                    procs[w].stdin.flush()
+                    running[w] = (job, time.perf_counter())
+
+            for w in range(n_workers):
+                assign(w)
+            while running or not refining:
+                now = time.perf_counter()
+                if now >= deadline:
+                    break
+                if not refining and (now >= refine_at or not running):
+                    # refinement starts on time, or early when every worker has run out of partition jobs
+                    refine_at = min(refine_at, now)
+                    for w in range(n_workers):
+                        if w not in running:
+                            assign(w)
+                    if not running:
+                        break
+                    continue
+                events = sel.select(timeout=max(min(deadline, refine_at if not refining else deadline) - now, 0.0))
+                for key, _ in events:
+                    w = key.data
+                    line = procs[w].stdout.readline()
+                    if not line:
+                        err = procs[w].stderr.read()[-300:].strip().splitlines() or ["no output"]
+                        raise HgpartError(f"Mt-KaHyPar worker stopped: {err[-1]}", where=f"K = {k}",
+                                          fix="report this with the model")
+                    job, started = running.pop(w)
+                    ans = json.loads(line)
+                    took = time.perf_counter() - started
+                    slot = (job["graph"] << 1) | (job["op"] == "refine")
+                    slowest[slot] = max(slowest.get(slot, 0.0), took)
+                    parts = np.fromfile(job["out"], dtype="<i4").astype(np.int64)
+                    runs.append(Run(graph=job["graph"], kind=job["op"], seed=job["seed"],
+                                    km1_bytes=ans["km1"] * scales[job["graph"]], imbalance=ans["imbalance"],
+                                    seconds=took, parts=parts, origin=job.get("origin", -1)))
+                    assign(w)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            for p in procs:
+                p.wait()
+                for s in (p.stdin, p.stdout, p.stderr):
+                    if s is not None:
+                        s.close()
+    return runs
+
+
+def _refine_jobs(runs: list[Run], starts: list[tuple[int, np.ndarray, float]], d: Path, vcycles: int,
+                 n: int, epsilon: float, seed0: int) -> list[dict]:
+    """V-cycle jobs from the ``n`` best starting points: balanced portfolio results and the given starts by km1."""
+    pool = [(r.imbalance > epsilon + 1e-3, r.km1_bytes, r.graph, r.parts, r.seed, i)
+            for i, r in enumerate(runs) if r.kind == "partition"]
+    pool += [(False, km1, g, parts, seed0, -2 - j) for j, (g, parts, km1) in enumerate(starts)]
+    pool.sort(key=lambda t: (t[0], t[1]))
+    jobs = []
+    for j, (_, _, g, parts, seed, origin) in enumerate(pool[:n]):
+        path = d / f"init{j}.bin"
+        parts.astype("<i4").tofile(path)
+        jobs.append({"op": "refine", "graph": g, "seed": seed, "init": str(path), "vcycles": vcycles,
+                     "origin": origin})
+    return jobs
+
+
+def refine(hg: Hypergraph, parts: np.ndarray, *, k: int, epsilon: float, seed: int = 1, preset: str = "quality",
+           vcycles: int = 2, time_limit: float | None = None) -> np.ndarray:
+    """Parts after ``vcycles`` Mt-KaHyPar V-cycles (``improve_partition``) from ``parts``; ``parts`` on a timeout.
+
+    Why: a general-purpose partitioner started from scratch misses the layer
+    structure the exact program found; V-cycles from that solution keep it
+    and move single vertices the count model cannot express. Callers keep the
+    result only when our own km1 improves and the balance holds.
+    """
+    parts = np.asarray(parts, dtype=np.int64)
+    runs = run_portfolio([Candidate("graph", hg, None, seeds=0)], k=k, epsilon=epsilon, preset=preset, workers=1,
+                         seconds=1e9 if time_limit is None else time_limit, refine_share=1.0, vcycles=vcycles,
+                         starts=[(0, parts, 0.0)], seed0=seed)
+    done = [r.parts for r in runs if r.kind == "refine"]
+    if done and (done[0].shape != parts.shape or done[0].min() < 0 or done[0].max() >= k):
+        raise HgpartError("Mt-KaHyPar refinement returned a malformed partition", fix="report this with the model")
+    return done[0] if done else parts
+
+
+# ------------------------------------------------------------------ worker (child process)
+
+
+def _worker() -> None:
+    """Serve jobs from stdin, one JSON object per line; answer one line each (km1, imbalance, seconds)."""
+    import mtkahypar
+
+    mtk = mtkahypar.initialize(1, False)
+    graphs: dict[tuple[str, str], object] = {}
+    for line in sys.stdin:
+        job = json.loads(line)
+        t0 = time.perf_counter()
+        ctx = mtk.context_from_preset(mtkahypar.PresetType.__members__[job["preset"]])
+        ctx.set_partitioning_parameters(job["k"], job["epsilon"], mtkahypar.Objective.KM1)
+        ctx.logging = False
+        key = (job["hgr"], job["preset"])
+        if key not in graphs:
+            graphs[key] = mtk.hypergraph_from_file(job["hgr"], ctx, mtkahypar.FileFormat.HMETIS)
+        hg = graphs[key]
+        mtkahypar.set_seed(int(job["seed"]))
+        if job["op"] == "refine":
+            init = np.fromfile(job["init"], dtype="<i4").tolist()
+            phg = hg.create_partitioned_hypergraph(ctx, job["k"], init)
+            phg.improve_partition(ctx, int(job["vcycles"]))
+        else:
+            phg = hg.partition(ctx)
+        np.asarray(phg.get_partition(), dtype="<i4").tofile(job["out"])
+        print(json.dumps({"id": job["id"], "km1": int(phg.km1()), "imbalance": float(phg.imbalance(ctx)),
+                          "seconds": time.perf_counter() - t0}), flush=True)
+
+
+if __name__ == "__main__":
+    _worker()
