@@ -232,7 +232,7 @@ def _refine_jobs(runs: list[Run], starts: list[tuple[int, np.ndarray, float]], d
     pool = [(r.imbalance > epsilon + 1e-3, r.km1_bytes, r.graph, r.parts, r.seed, i)
             for i, r in enumerate(runs) if r.kind == "partition"]
     pool += [(False, km1, g, parts, seed0, -2 - j) for j, (g, parts, km1) in enumerate(starts)]
-    pool.sort(key=lambda t: (t[0], t[1]))
+    pool.sort(key=lambda t: (t[0], t[1], t[2], t[4], t[5]))  # ties by graph, seed: not by finishing order
     jobs = []
     for j, (_, _, g, parts, seed, origin) in enumerate(pool[:n]):
         path = d / f"init{j}.bin"
