@@ -87,15 +87,17 @@ def worker_count() -> int:
     return default_threads()
 
 
-def _spawn() -> subprocess.Popen:
+def _spawn(err: Path) -> subprocess.Popen:
+    """One worker; its stderr goes to a file (a pipe nobody reads could fill up and block it)."""
     from hgpart.partitioners._subprocess import _die_with_parent
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.Popen(
-        [sys.executable, "-m", "hgpart.partitioners.portfolio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-    )
+    with open(err, "w", encoding="utf-8") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hgpart.partitioners.portfolio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=fh, text=True, bufsize=1, env=env,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
 
 
 def run_portfolio(
@@ -129,7 +131,7 @@ def run_portfolio(
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="hgpart-portfolio-") as tmp:
         d = Path(tmp)
-        procs = [_spawn() for _ in range(n_workers)]  # they import while the files are written
+        procs = [_spawn(d / f"worker{w}.err") for w in range(n_workers)]  # they import while files are written
         try:
             scales = []
             for i, c in enumerate(graphs):
@@ -201,7 +203,8 @@ def run_portfolio(
                     w = key.data
                     line = procs[w].stdout.readline()
                     if not line:
-                        err = procs[w].stderr.read()[-300:].strip().splitlines() or ["no output"]
+                        procs[w].wait(timeout=5)
+                        err = (d / f"worker{w}.err").read_text()[-300:].strip().splitlines() or ["no output"]
                         raise HgpartError(f"Mt-KaHyPar worker stopped: {err[-1]}", where=f"K = {k}",
                                           fix="report this with the model")
                     job, started = running.pop(w)
@@ -220,7 +223,7 @@ def run_portfolio(
                     p.kill()
             for p in procs:
                 p.wait()
-                for s in (p.stdin, p.stdout, p.stderr):
+                for s in (p.stdin, p.stdout):
                     if s is not None:
                         s.close()
     return runs
