@@ -24,17 +24,25 @@ Choice, from ``benchmarks/partition_quality.py`` (VGG16 224^2 b32, ResNet18 32^2
   grain only: fine placements may split filters, so the coarse optimum
   bounds nothing there).
 * **Fine grain.** A coarse placement is a fine placement of the same volume
-  (all channel tasks of filter f with its reduction), so the coarse program's
-  placement is lifted (the fine hypergraph is projected to its coarse one by
-  merging every filter's tasks). Mt-KaHyPar QUALITY on the per-layer grouped
-  graph (:func:`hgpart.partitioners.block.contract`, >= K/2 groups per axis:
-  50-80 k vertices instead of 1.4-1.6 M) runs too, then V-cycles on the
-  grouped graph from the best candidate; the best at full resolution wins.
-  From K = 32 on the grouped fine graph beats any coarse placement by far
-  (VGG16 K = 128: 9,751 vs 14,801 MiB), so the program gets only 15% of the
-  time there. For residual models (split columns) at K <= ``SMALL_K``
-  Mt-KaHyPar also partitions the grouped coarse projection, side by side.
-  A K = 2..128 sweep fits in a minute on 2 cores.
+  (all channel tasks of filter f with its reduction), so the coarse
+  program's placement is lifted; at K <= 4 it gets half the time (it proves
+  the coarse optimum in seconds and that is hard to beat: VGG16 FLOP K = 4,
+  252.2 MiB against 350-355 from Mt-KaHyPar on the groupings), above that
+  10% (5% from K = 32) and none for residual models, whose count placement
+  is far behind. The rest goes to a portfolio
+  (:mod:`hgpart.partitioners.portfolio`): single-threaded Mt-KaHyPar QUALITY
+  runs, one worker per core, over nested per-layer groupings with 8, 16, 32
+  and 64 groups per axis of every conv layer (:func:`.block.grouped_family`;
+  sides below K/8 are skipped, they cannot balance) and seeds round-robin,
+  then V-cycles from the best runs and from the lifted exact placement.
+  Why many small runs: one QUALITY run varies by 10-30% with the seed, and
+  the coarse groupings win at large K (VGG16 FLOP K = 128: 16 x 16 groups
+  7,275 MiB, 64 x 64 groups 9,209). For residual models at K <=
+  ``SMALL_K`` the coarse projection (filters kept whole, >= 64 groups per
+  layer) joins the portfolio (ResNet18 FLOP K = 8: 2.49 MiB against
+  2.72-2.84 from the fine groupings). Every candidate is scored on the graph
+  it was found on (a grouping keeps km1 exactly) and expanded to full
+  resolution.
 
 The time limit is split between the stages; every candidate is measured with
 :func:`hgpart.metrics.km1_bytes` on the hypergraph given, and one that breaks
