@@ -653,9 +653,10 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         bound: bool = True):
     """Backend entry point (see :mod:`hgpart.partitioners`).
 
-    ``bound=False`` (auto's fine grain, which only lifts the placement): with
-    split columns the block-model bound program is skipped, the whole time
-    goes to the placement and ``lower_bound_bytes`` is None.
+    ``bound=False``: with split columns the block-model bound program is
+    skipped, the whole time goes to the column model's placement and
+    ``lower_bound_bytes`` is None (the block model's counts are often the
+    better placement, so auto keeps ``bound=True`` for residual models).
     """
     from hgpart.metrics import km1_bytes
     from hgpart.partitioners import PartitionResult
