@@ -63,3 +63,18 @@ def branching_network() -> LayerGraph:
 def unit_work(graph: LayerGraph) -> dict[str, float]:
     """Work proportional to FLOPs (plus a little for every layer so no vertex weighs zero)."""
     return {layer.name: float(layer.flops) / 1000.0 + 0.5 for layer in graph.layers}
+
+
+def chain(widths: list[int], fc: list[int], hw: int = 4) -> LayerGraph:
+    """input (widths[0] channels) -> convs of widths[1:] -> flatten -> dense layers fc."""
+    layers = [Layer("input", "input", "InputLayer", (), (), (hw, hw, widths[0]))]
+    prev = "input"
+    for i, w in enumerate(widths[1:]):
+        layers.append(conv(f"c{i}", prev, (hw, hw, widths[i]), w))
+        prev = f"c{i}"
+    layers.append(Layer("flat", "flatten", "Flatten", (prev,), ((hw, hw, widths[-1]),), (hw * hw * widths[-1],)))
+    prev, n_in = "flat", hw * hw * widths[-1]
+    for i, u in enumerate(fc):
+        layers.append(dense(f"d{i}", prev, n_in, u))
+        prev, n_in = f"d{i}", u
+    return LayerGraph("chain", (hw, hw, widths[0]), layers)

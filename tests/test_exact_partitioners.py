@@ -7,13 +7,13 @@ import os
 
 import numpy as np
 import pytest
-from hgtoys import branching_network, conv, dense, toy_network, unit_work
+from hgtoys import branching_network, chain, toy_network, unit_work
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import build_hypergraph
-from hgpart.layergraph import Layer, LayerGraph
+from hgpart.layergraph import LayerGraph
 from hgpart.metrics import km1_bytes
 from hgpart.partitioners import partition
 from hgpart.partitioners.block import checkerboard_parts, contract
@@ -21,21 +21,6 @@ from hgpart.partitioners.exact import analyze, coarse_lower_bound, expand_counts
 from hgpart.placement import Placement
 
 os.environ.setdefault("HGPART_MTKAHYPAR_THREADS", "1")
-
-
-def chain(widths: list[int], fc: list[int], hw: int = 4) -> LayerGraph:
-    """input (widths[0] channels) -> convs of widths[1:] -> flatten -> dense layers fc."""
-    layers = [Layer("input", "input", "InputLayer", (), (), (hw, hw, widths[0]))]
-    prev = "input"
-    for i, w in enumerate(widths[1:]):
-        layers.append(conv(f"c{i}", prev, (hw, hw, widths[i]), w))
-        prev = f"c{i}"
-    layers.append(Layer("flat", "flatten", "Flatten", (prev,), ((hw, hw, widths[-1]),), (hw * hw * widths[-1],)))
-    prev, n_in = "flat", hw * hw * widths[-1]
-    for i, u in enumerate(fc):
-        layers.append(dense(f"d{i}", prev, n_in, u))
-        prev, n_in = f"d{i}", u
-    return LayerGraph("chain", (hw, hw, widths[0]), layers)
 
 
 def coarse(graph: LayerGraph):

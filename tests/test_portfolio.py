@@ -6,34 +6,18 @@ import time
 
 import numpy as np
 import pytest
-from hgtoys import branching_network, conv, dense, unit_work
+from hgtoys import branching_network, chain, unit_work
 
 from hgpart.hypergraph import build_hypergraph
-from hgpart.layergraph import Layer, LayerGraph
 from hgpart.metrics import km1_bytes
 from hgpart.partitioners import partition
 from hgpart.partitioners.block import checkerboard_parts, grouped_family
 from hgpart.partitioners.portfolio import Candidate, refine, run_portfolio
 
 
-def wide_chain(widths=(3, 32, 48, 32), fc=(24,), hw: int = 4) -> LayerGraph:
-    """input -> convs of the given widths -> flatten -> dense: a fine graph of a few thousand vertices."""
-    layers = [Layer("input", "input", "InputLayer", (), (), (hw, hw, widths[0]))]
-    prev = "input"
-    for i, w in enumerate(widths[1:]):
-        layers.append(conv(f"c{i}", prev, (hw, hw, widths[i]), w))
-        prev = f"c{i}"
-    layers.append(Layer("flat", "flatten", "Flatten", (prev,), ((hw, hw, widths[-1]),), (hw * hw * widths[-1],)))
-    prev, n_in = "flat", hw * hw * widths[-1]
-    for i, u in enumerate(fc):
-        layers.append(dense(f"d{i}", prev, n_in, u))
-        prev, n_in = f"d{i}", u
-    return LayerGraph("widechain", (hw, hw, widths[0]), layers)
-
-
 @pytest.fixture(scope="module")
 def fine():
-    graph = wide_chain()
+    graph = chain([3, 32, 48, 32], [24])  # a fine graph of a few thousand vertices
     return build_hypergraph(graph, unit_work(graph), batch_size=2, grain="fine")
 
 
