@@ -98,6 +98,13 @@ def test_compare_command_end_to_end(tmp_path: Path) -> None:
     assert lw6["status"] == "not possible" and lw6["comm_volume_mib"] == ""
     ok = [r for r in rows if r["status"] == "ok"]
     assert all(float(r["max_over_avg"]) >= 1.0 - 1e-9 for r in ok)
+    # the certificate: every coarse result has a proven bound no larger than its volume, the fine ones none
+    assert "gap to the proven optimum" in res.output
+    for r in ok:
+        if r["grain"] == "coarse":
+            assert r["bound_status"] == "ok" and float(r["lower_bound_mib"]) <= float(r["comm_volume_mib"]) + 1e-9
+        else:
+            assert r["lower_bound_mib"] == "" and r["bound_status"] == ""
     doc = json.loads((out / "comparison.json").read_text())
     assert doc["model"] == "tinyvgg" and len(doc["results"]) == len(rows) and doc["epoch"]
     placements = sorted((out / "placements").glob("*.json"))
