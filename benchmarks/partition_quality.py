@@ -6,6 +6,8 @@ Usage::
     python benchmarks/partition_quality.py --models vgg16 --weights flop --grains coarse --coarse-ks 8,16
     python benchmarks/partition_quality.py --models vgg16 --grains fine --fine-backends auto
     nohup python benchmarks/partition_quality.py > benchmarks/results/partition_quality.log 2>&1 &
+    python benchmarks/partition_quality.py --models resnet18 --grains fine --fine-backends auto \
+        --refs-from benchmarks/results/partition_quality/ref2_resnet18_fine.log   # compare with logged references
 
 Weights: the committed measured profile ``profiles/<model>_<input>_b32.json``
 when it exists, and FLOP weights (``analytic_profile``). Backends (pick with
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -95,7 +98,32 @@ def run_backend(hg: Hypergraph, spec: str, k: int, args):
     return res.parts, time.perf_counter() - t0, res
 
 
-def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...], args) -> None:
+SECTION = re.compile(r"^## (\S+) (\S+) b(\d+), (\w+).* weights, (\w+) grain")
+ROW = re.compile(r"^\s*(\d+) (\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+
+
+def logged_refs(paths: list[str]) -> dict[tuple[str, str, str, str], dict[int, tuple[float, str]]]:
+    """Reference volumes from earlier logs of this script: (model, input, weights, grain) -> K -> (MiB, where).
+
+    Why: an ungrouped reference run takes minutes to an hour per K here, so
+    it is measured once and its log reused by ``--refs-from`` (the comparison
+    lines name the log they come from)."""
+    out: dict[tuple[str, str, str, str], dict[int, tuple[float, str]]] = {}
+    for path in paths:
+        key = None
+        for line in Path(path).read_text().splitlines():
+            if m := SECTION.match(line):
+                key = (m[1], m[2], m[4].lower(), m[5])
+            elif key and (m := ROW.match(line)) and m[2] in COARSE_REFS + FINE_REFS:
+                k, vol = int(m[1]), float(m[3])
+                have = out.setdefault(key, {}).get(k)
+                if have is None or vol < have[0]:
+                    out[key][k] = (vol, f"{m[2]} ({Path(path).name})")
+    return out
+
+
+def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...], args,
+          logged: dict[int, tuple[float, str]] | None = None) -> None:
     coarse = hg.grain == "coarse"
     print(f"{'K':>4} {'backend':<26} {'Comm.Vol MiB':>13} {'Max/Avg':>8} {'time s':>8}"
           + (f" {'bound MiB':>10} {'gap':>7}" if coarse else "") + "  chosen / note", flush=True)
@@ -141,11 +169,13 @@ def table(hg: Hypergraph, ks: list[int], specs: list[str], refs: tuple[str, ...]
                 extra = f" {bstr:>10} {gap:>7}"
             print(f"{k:>4} {spec:<26} {mib(m.comm_volume_mib)} {m.max_over_avg:8.3f} {secs:8.1f}{extra}  {note}",
                   flush=True)
-    if "auto" in specs and any(r in specs for r in refs):
-        print(f"# auto vs the best of {', '.join(r for r in refs if r in specs)} (on the ungrouped graph):",
-              flush=True)
+    if "auto" in specs and (any(r in specs for r in refs) or logged):
+        print(f"# auto vs the best of {', '.join(refs)} on the ungrouped graph (this run"
+              + (", --refs-from logs" if logged else "") + "):", flush=True)
         for k in ks:
             done = [(vols[(k, r)], r) for r in refs if (k, r) in vols]
+            if logged and k in logged:
+                done.append(logged[k])
             if (k, "auto") not in vols or not done:
                 print(f"#   K={k}: not comparable (a run did not finish)", flush=True)
                 continue
@@ -175,7 +205,10 @@ def main() -> None:
                          "0 = --fine-limit per K")
     ap.add_argument("--bound-limit", type=float, default=60.0, help="time for the bound of other backends (s)")
     ap.add_argument("--ref-limit", type=float, default=900.0, help="KaHyPar / Mt-KaHyPar time limit per run (s)")
+    ap.add_argument("--refs-from", nargs="*", default=[], metavar="LOG",
+                    help="earlier logs of this script whose reference rows join the 'auto vs' lines")
     args = ap.parse_args()
+    refs_logged = logged_refs(args.refs_from)
     root = Path(__file__).resolve().parents[1]
     from hgpart.models import load_graph
 
@@ -192,10 +225,11 @@ def main() -> None:
                 print(f"\n## {name} {graph.input_tag} b{args.batch}, {wname} weights, {grain} grain "
                       f"({hg.num_vertices} vertices, {hg.num_pins} pins, built in {time.perf_counter() - t0:.1f} s)",
                       flush=True)
+                logged = refs_logged.get((name, graph.input_tag, wname.split()[0].lower(), grain))
                 if grain == "coarse":
-                    table(hg, ints(args.coarse_ks), args.coarse_backends.split(","), COARSE_REFS, args)
+                    table(hg, ints(args.coarse_ks), args.coarse_backends.split(","), COARSE_REFS, args, logged)
                 else:
-                    table(hg, ints(args.fine_ks), args.fine_backends.split(","), FINE_REFS, args)
+                    table(hg, ints(args.fine_ks), args.fine_backends.split(","), FINE_REFS, args, logged)
 
 
 if __name__ == "__main__":
