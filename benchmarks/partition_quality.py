@@ -107,7 +107,8 @@ def logged_refs(paths: list[str]) -> dict[tuple[str, str, str, str], dict[int, t
 
     Why: an ungrouped reference run takes minutes to an hour per K here, so
     it is measured once and its log reused by ``--refs-from`` (the comparison
-    lines name the log they come from)."""
+    lines name the log they come from). A value printed too coarsely for a
+    comparison within 0.5% (e.g. 0.2 for 0.25 MiB in the oldest logs) is skipped."""
     out: dict[tuple[str, str, str, str], dict[int, tuple[float, str]]] = {}
     for path in paths:
         key = None
@@ -116,6 +117,9 @@ def logged_refs(paths: list[str]) -> dict[tuple[str, str, str, str], dict[int, t
                 key = (m[1], m[2], m[4].lower(), m[5])
             elif key and (m := ROW.match(line)) and m[2] in COARSE_REFS + FINE_REFS:
                 k, vol = int(m[1]), float(m[3])
+                decimals = len(m[3].partition(".")[2])
+                if 0.5 * 10.0 ** -decimals > 5e-3 * vol:
+                    continue  # rounding of more than 0.5% (older logs: one decimal) cannot show 2%
                 have = out.setdefault(key, {}).get(k)
                 if have is None or vol < have[0]:
                     out[key][k] = (vol, f"{m[2]} ({Path(path).name})")
