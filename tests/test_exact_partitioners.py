@@ -151,6 +151,23 @@ def test_checkerboard_and_contraction_are_valid_fine_placements():
     assert km1_bytes(small, sp, 2) == pytest.approx(km1_bytes(fine, sp[vmap], 2))
 
 
+def test_checkerboard_spreads_a_thin_heavy_layer_over_every_part():
+    # a 3-channel first conv cannot fill 4 column bands (K = 8 is a 2 x 4 grid); at 224^2 that layer is
+    # heavy (VGG16 measured: 6% of the work), so it must still be spread over all K parts
+    graph = chain([3, 16, 16], [4])
+    work = {**unit_work(graph), "c0": 1000.0}
+    fine = build_hypergraph(graph, work, batch_size=2, grain="fine")
+    for k in (8, 16):
+        parts = checkerboard_parts(fine, k)
+        w = np.bincount(parts, weights=fine.vertex_weight, minlength=k)
+        assert w.max() / w.mean() <= 1.1, k
+        red = fine.block("c0", "reduce")
+        ch = fine.block("c0", "channel")
+        # each reduction sits with (some of) its filter's tasks
+        tasks = parts[ch.start : ch.stop].reshape(ch.shape)
+        assert all(parts[red.start + f] in tasks[f] for f in range(ch.shape[0]))
+
+
 def test_auto_never_worse_than_mtkahypar():
     graph = chain([3, 6, 6, 4], [5, 3])
     hg = coarse(graph)

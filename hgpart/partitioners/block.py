@@ -11,8 +11,10 @@ block of tasks. With ``K = a * b`` (``a`` the divisor of K nearest to
 sqrt(K)), filter rows are split into ``a`` contiguous bands and input-channel
 columns into ``b`` bands; task ``(f, c)`` goes to part ``band(f) * b +
 band(c)``, so every layer is spread evenly over all K parts (perfect balance
-for any profile) and a partial-sum reduction spans only ``b`` parts, a
-feature map only ``a`` parts plus its producer. The reduction vertex of
+for any profile, up to whole rows and columns; a layer too thin for the
+grid is cut into K bands of its task list, see :func:`checkerboard_parts`)
+and a partial-sum reduction spans only ``b`` parts, a feature map only
+``a`` parts plus its producer. The reduction vertex of
 filter ``f`` sits in its row band, at the column band its channel index has
 in the next layer, so the reading band already holds it. Dense layers,
 filters of coarse-grain layers and the input are split into K contiguous
@@ -56,20 +58,38 @@ def _bands(n: int, parts: int) -> np.ndarray:
     return (np.arange(n) * parts) // max(n, 1)
 
 
+def _thin(shape: tuple[int, ...], a: int, b: int) -> bool:
+    """A filters x channels block with fewer filters than row bands or channels than column bands."""
+    return shape[0] < a or shape[1] < b
+
+
 def checkerboard_parts(hg: Hypergraph, k: int) -> np.ndarray:
-    """Checkerboard placement of ``hg`` (fine or coarse, grouped or not)."""
+    """Checkerboard placement of ``hg`` (fine or coarse, grouped or not).
+
+    A *thin* layer (fewer channels than column bands, e.g. VGG16's first conv
+    with 3 input channels at K = 32, a 4 x 8 grid) cannot fill the grid: it
+    would sit on 3 of 8 column bands, and at 224^2 it carries 6% of the
+    measured work (Max/Avg 1.12 at K = 32). Its tasks are cut into K
+    contiguous bands in filter-major order instead, and each reduction sits
+    with its filter's first task.
+    """
     a, b = _grid(k)
     parts = np.zeros(hg.num_vertices, dtype=np.int64)
     for blk in hg.blocks:
         if blk.role == "channel":
             nfg, ncg = blk.shape
-            rows = _bands(nfg, a)
-            cols = _bands(ncg, b)
-            parts[blk.start : blk.stop] = (rows[:, None] * b + cols[None, :]).ravel()
+            if _thin(blk.shape, a, b):
+                parts[blk.start : blk.stop] = _bands(nfg * ncg, k)
+            else:
+                parts[blk.start : blk.stop] = (_bands(nfg, a)[:, None] * b + _bands(ncg, b)[None, :]).ravel()
         elif blk.role == "reduce":
             n = blk.size
-            # row band of the filter, column band = where this output channel is read next (by index)
-            parts[blk.start : blk.stop] = _bands(n, a) * b + _bands(n, b)
+            ch = hg.block(blk.layer, "channel")
+            if ch is not None and _thin(ch.shape, a, b):
+                parts[blk.start : blk.stop] = _bands(ch.size, k)[np.arange(n) * ch.shape[1]]
+            else:
+                # row band of the filter, column band = where this output channel is read next (by index)
+                parts[blk.start : blk.stop] = _bands(n, a) * b + _bands(n, b)
         else:
             parts[blk.start : blk.stop] = _bands(blk.size, k)
     return parts
