@@ -23,26 +23,31 @@ Choice, from ``benchmarks/partition_quality.py`` (VGG16 224^2 b32, ResNet18 32^2
   program's proven lower bound is reported (``lower_bound_bytes``, coarse
   grain only: fine placements may split filters, so the coarse optimum
   bounds nothing there).
-* **Fine grain.** A coarse placement is a fine placement of the same volume
-  (all channel tasks of filter f with its reduction), so the coarse
-  program's placement is lifted; at K <= 4 it gets half the time (it proves
-  the coarse optimum in seconds and that is hard to beat: VGG16 FLOP K = 4,
-  252.2 MiB against 350-355 from Mt-KaHyPar on the groupings), above that
-  10% (5% from K = 32) and none for residual models, whose count placement
-  is far behind. The rest goes to a portfolio
-  (:mod:`hgpart.partitioners.portfolio`): single-threaded Mt-KaHyPar QUALITY
-  runs, one worker per core, over nested per-layer groupings with 8, 16, 32
-  and 64 groups per axis of every conv layer (:func:`.block.grouped_family`;
-  sides below K/8 are skipped, they cannot balance) and seeds round-robin,
-  then V-cycles from the best runs and from the lifted exact placement.
-  Why many small runs: one QUALITY run varies by 10-30% with the seed, and
-  the coarse groupings win at large K (VGG16 FLOP K = 128: 16 x 16 groups
-  7,275 MiB, 64 x 64 groups 9,209). For residual models at K <=
+* **Fine grain.** Each conv layer is a dense filters x channels block, so
+  the portfolio (:mod:`hgpart.partitioners.portfolio`) partitions nested
+  per-layer groupings with 8, 16, 32 and 64 groups per axis of every conv
+  layer (:func:`.block.grouped_family`; sides below K/8 are skipped, they
+  cannot balance): single-threaded Mt-KaHyPar QUALITY runs, one worker per
+  core, seeds round-robin over the groupings, then V-cycles from the best
+  runs. Why many small runs: one QUALITY run varies by 10-30% with the seed,
+  and the coarser groupings win at large K (VGG16 FLOP K = 128: 16 x 16
+  groups 7,275 MiB, 64 x 64 groups 9,209). For residual models at K <=
   ``SMALL_K`` the coarse projection (filters kept whole, >= 64 groups per
   layer) joins the portfolio (ResNet18 FLOP K = 8: 2.49 MiB against
-  2.72-2.84 from the fine groupings). Every candidate is scored on the graph
-  it was found on (a grouping keeps km1 exactly) and expanded to full
-  resolution.
+  2.72-2.84 from the fine groupings).
+  A coarse placement is a fine placement of the same volume (all channel
+  tasks of filter f with its reduction), so at K <= 8 (K <= 4 for residual
+  models) the count program of :mod:`hgpart.partitioners.exact` runs on the
+  coarse projection in a thread beside the portfolio (which then has one
+  worker fewer) for 85% of the budget, and its placement is lifted: it
+  proves the coarse optimum of VGG-like models there in seconds, which the
+  portfolio rarely beats (VGG16 FLOP K = 4: 252.2 MiB, the groupings
+  350-355). Above that K it is far behind and is not run. Every candidate
+  is scored on the graph it was found on (a grouping keeps km1 exactly) and
+  expanded to full resolution. The 2-D checkerboard (:mod:`.block`) is not a
+  candidate, nor a start: V-cycles from it stay above the portfolio at every
+  K measured (``benchmarks/partition_quality.py --fine-backends
+  block,block-vcycles``).
 
 The time limit is split between the stages; every candidate is measured with
 :func:`hgpart.metrics.km1_bytes` on the hypergraph given, and one that breaks
