@@ -12,7 +12,7 @@ from test_exact_partitioners import balanced, chain, coarse
 from hgpart.metrics import MIB, km1_bytes
 from hgpart.partitioners import partition
 from hgpart.partitioners.chain import _cut_points, chain_counts
-from hgpart.partitioners.exact import PartCost, analyze, expand_counts
+from hgpart.partitioners.counts import PartCost, analyze, expand_counts
 
 FINE_STEPS = 10**6  # every column boundary is a cut point
 

@@ -17,7 +17,8 @@ from hgpart.layergraph import LayerGraph
 from hgpart.metrics import km1_bytes
 from hgpart.partitioners import partition
 from hgpart.partitioners.block import checkerboard_parts, contract
-from hgpart.partitioners.exact import analyze, coarse_lower_bound, expand_counts, solve_counts
+from hgpart.partitioners.counts import analyze, expand_counts
+from hgpart.partitioners.exact import coarse_lower_bound, solve_counts
 from hgpart.placement import Placement
 
 os.environ.setdefault("HGPART_MTKAHYPAR_THREADS", "1")
@@ -193,7 +194,7 @@ def test_capacity_cuts_and_pattern_bound_keep_the_optimum(widths, fc, k, eps):
     """The balance-implied cuts (x <= U y, span >= ceil(n/U), s >= m(n-U)z) and the pattern bound are valid:
     with layers too heavy for one part the program still finds the brute-force optimum, and the column-generation
     bound never exceeds it."""
-    from hgpart.partitioners.exact import pattern_bound
+    from hgpart.partitioners.branch_price import pattern_bound
 
     hg = coarse(chain(widths, fc))
     model = analyze(hg)
@@ -216,7 +217,9 @@ def test_capacity_cuts_and_pattern_bound_keep_the_optimum(widths, fc, k, eps):
 def test_branch_and_price_bound_and_placements_are_exact(widths, fc, k, eps):
     """Branch and price from a poor incumbent (the even split): its bound never passes the brute-force optimum,
     any placement it returns has exactly the km1 it claims, and solve_exact matches brute force."""
-    from hgpart.partitioners.exact import even_counts, pattern_bound, solve_exact
+    from hgpart.partitioners.branch_price import pattern_bound
+    from hgpart.partitioners.counts import even_counts
+    from hgpart.partitioners.exact import solve_exact
 
     hg = coarse(chain(widths, fc))
     model = analyze(hg)
@@ -235,7 +238,7 @@ def test_branch_and_price_bound_and_placements_are_exact(widths, fc, k, eps):
 
 def test_branching_on_thresholds_closes_a_gap_that_spans_leave_open():
     """All spans integral but the master fractional: branching on "parts holding >= t columns" proves the optimum."""
-    from hgpart.partitioners.exact import pattern_bound
+    from hgpart.partitioners.branch_price import pattern_bound
 
     hg = coarse(chain([3, 2, 4], [2]))
     model = analyze(hg)
@@ -247,7 +250,7 @@ def test_branching_on_thresholds_closes_a_gap_that_spans_leave_open():
 
 def test_cover_cuts_raise_the_root_bound_and_stay_valid():
     """Cover cuts (the parts touching a run of layers hold all its work) lift the root bound; never past the optimum."""
-    from hgpart.partitioners.exact import pattern_bound
+    from hgpart.partitioners.branch_price import pattern_bound
 
     hg = coarse(chain([3, 4, 3], [2]))
     model = analyze(hg)
@@ -262,7 +265,7 @@ def test_cover_cuts_raise_the_root_bound_and_stay_valid():
 
 def test_branch_and_price_closes_a_node_that_leans_on_the_slack():
     """A node whose limits the patterns cannot meet: no endless branching on the same key; exact pricing proves it."""
-    from hgpart.partitioners.exact import pattern_bound
+    from hgpart.partitioners.branch_price import pattern_bound
 
     hg = coarse(chain([3, 4, 3], [2]))
     model = analyze(hg)

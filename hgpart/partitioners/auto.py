@@ -164,7 +164,7 @@ def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
     from hgpart.partitioners import kahypar_backend as kahypar
     from hgpart.partitioners import mtkahypar_backend as mtk
     from hgpart.partitioners.block import contract
-    from hgpart.partitioners.exact import analyze
+    from hgpart.partitioners.counts import analyze
     from hgpart.partitioners.exact import run as exact_run
     from hgpart.partitioners.portfolio import refine
 
@@ -259,7 +259,7 @@ def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
     from hgpart.errors import HgpartError
     from hgpart.partitioners._memo import memo
     from hgpart.partitioners.block import grouped_family
-    from hgpart.partitioners.exact import analyze
+    from hgpart.partitioners.counts import analyze
     from hgpart.partitioners.exact import run as exact_run
     from hgpart.partitioners.portfolio import Candidate, run_portfolio, worker_count
 

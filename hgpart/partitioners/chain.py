@@ -2,7 +2,7 @@
 
 Usage::
 
-    from hgpart.partitioners.exact import analyze
+    from hgpart.partitioners.counts import analyze
     from hgpart.partitioners.chain import chain_counts
     counts, mib = chain_counts(analyze(hg), k=64, epsilon=0.1)   # (classes x K) filter counts, km1 in MiB
 
@@ -13,8 +13,8 @@ layer out in topological order and cut that sequence into at most K
 contiguous pieces, each within the balance ``(1 + eps) * total / K``. A
 layer may be cut anywhere, so heavy layers spread over several parts next to
 their neighbours. In the count model the km1 of such a placement is a sum of
-one term per piece (:class:`~hgpart.partitioners.exact.PartCost`, the same per-part cost the branch
-and price of :mod:`hgpart.partitioners.exact` prices), so the best set of
+one term per piece (:class:`~hgpart.partitioners.counts.PartCost`, the same per-part cost the branch
+and price of :mod:`hgpart.partitioners.branch_price` prices), so the best set of
 cut points is a shortest path: ``best[j][p] = min_{p'} best[j-1][p'] +
 cost(p', p)``. Cut points are every layer boundary plus a grid inside each
 layer fine enough (a ``1/steps`` of a part's capacity) that pieces can be
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hgpart.partitioners.exact import CoarseClasses, PartCost
+from hgpart.partitioners.counts import CoarseClasses, PartCost
 
 __all__ = ["chain_counts"]
 
