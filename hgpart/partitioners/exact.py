@@ -63,24 +63,17 @@ least ``max_c ceil(n_c / U_c)`` parts, and a reader on ``q`` sees at least
 every balanced placement, so the optimum is unchanged (tests check against
 brute force); they matter once a layer outweighs a part (VGG16, K = 16).
 
-Closing the gap: branch and price (:func:`pattern_bound`)
----------------------------------------------------------
+Closing the gap: branch and price
+---------------------------------
 The LP relaxation of the compact program lets every layer sit thinly on all
 parts (``y = x / n``), so from K = 8 its bound stalls far below the
-incumbent. The objective is a sum of per-part terms and the parts are
-identical, so :func:`solve_exact` runs the compact program (it proves
-K <= 4 outright) in a thread next to a branch and price that prices
-single-part patterns against
-a Dantzig-Wolfe master tightened by cover cuts (at least
-``ceil(work(Q) / cap)`` parts touch a run of layers ``Q``) and branches on how many parts hold at least ``t``
-columns of a class (``t = 1``, the class's span, first; larger ``t`` once
-every span is whole); every bound it reports is a Lagrangian bound whose
-inner minimum is a proven lower bound of the pricing problem, hence a
-proof. Pricing enumerates which classes a part holds (:class:`.branch_price.SupportPricer`,
-up to :data:`.branch_price.ENUM_CLASSES` classes) and falls back to HiGHS for larger models
-and threshold branches. Incumbents: the best contiguous chain placement
-(:mod:`hgpart.partitioners.chain`, milliseconds at any K), the compact
-program's, and whole-part solutions of the restricted master.
+incumbent. :func:`solve_exact` therefore runs the compact program (it proves
+K <= 4 outright) in a thread next to the branch and price of
+:mod:`.branch_price` (:func:`~.branch_price.pattern_bound`, which explains
+its master, cuts, pricing and branching), and keeps the better placement
+and the larger proven bound. Incumbents: the best contiguous chain
+placement (:mod:`.chain`, milliseconds at any K), the compact program's,
+and whole-part solutions of the pattern master.
 
 Scaling (VGG16 224 b32, 17 classes, eps 0.1, 2 shared cores,
 ``benchmarks/partition_quality.py``, logs in ``benchmarks/results/partition_quality/``,
