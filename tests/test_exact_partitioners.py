@@ -7,13 +7,13 @@ import os
 
 import numpy as np
 import pytest
-from hgtoys import branching_network, chain, toy_network, unit_work
+from hgtoys import branching_network, chain, conv, dense, toy_network, unit_work
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import build_hypergraph
-from hgpart.layergraph import LayerGraph
+from hgpart.layergraph import Layer, LayerGraph
 from hgpart.metrics import km1_bytes
 from hgpart.partitioners import partition
 from hgpart.partitioners.block import checkerboard_parts, contract
@@ -167,6 +167,31 @@ def test_checkerboard_spreads_a_thin_heavy_layer_over_every_part():
         # each reduction sits with (some of) its filter's tasks
         tasks = parts[ch.start : ch.stop].reshape(ch.shape)
         assert all(parts[red.start + f] in tasks[f] for f in range(ch.shape[0]))
+
+
+def test_block_backend_spreads_heavy_reductions_and_keeps_light_ones_on_the_diagonal():
+    # a pooling layer after c0 is fused onto c0's reductions; heavy (as BN + pooling at 32^2 measured) they break
+    # the balance on the diagonal (about a + b of the K parts), so the backend spreads them over the rows
+    layers = [
+        Layer("input", "input", "InputLayer", (), (), (4, 4, 4)),
+        conv("c0", "input", (4, 4, 4), 16),
+        Layer("pool", "max_pool", "MaxPooling2D", ("c0",), ((4, 4, 16),), (2, 2, 16), 0, 64,
+              {"pool_size": [2, 2], "strides": [2, 2], "padding": "valid"}),
+        conv("c1", "pool", (2, 2, 16), 16),
+        Layer("flat", "flatten", "Flatten", ("c1",), ((2, 2, 16),), (64,)),
+        dense("d0", "flat", 64, 4),
+    ]
+    graph = LayerGraph("pooled", (4, 4, 4), layers)
+    light = unit_work(graph)
+    heavy = {**light, "pool": 40.0 * sum(light.values())}
+    for k, work, mode in ((4, light, "diagonal"), (4, heavy, "spread"), (16, heavy, "spread")):
+        fine = build_hypergraph(graph, work, batch_size=2, grain="fine")
+        res = partition(fine, k=k, backend="block", epsilon=0.1)
+        assert res.info["reductions"] == mode, (k, mode)
+        assert balanced(fine, res.parts, k, 0.1), (k, mode)
+        if mode == "diagonal":  # the diagonal is the cheaper layout when both balance
+            spread = checkerboard_parts(fine, k, spread_reductions=True)
+            assert res.objective_bytes < km1_bytes(fine, spread, k)
 
 
 def test_auto_never_worse_than_mtkahypar():

@@ -10,16 +10,18 @@ Checkerboard: in the fine grain every Conv2D is a dense filters x channels
 block of tasks. With ``K = a * b`` (``a`` the divisor of K nearest to
 sqrt(K)), filter rows are split into ``a`` contiguous bands and input-channel
 columns into ``b`` bands; task ``(f, c)`` goes to part ``band(f) * b +
-band(c)``, so every layer is spread evenly over all K parts (perfect balance
-for any profile, up to whole rows and columns; a layer too thin for the
-grid is cut into K bands of its task list, see :func:`checkerboard_parts`)
-and a partial-sum reduction spans only ``b`` parts, a feature map only
-``a`` parts plus its producer. The reduction vertex of
-filter ``f`` sits in its row band, at the column band its channel index has
-in the next layer, so the reading band already holds it. Dense layers,
-filters of coarse-grain layers and the input are split into K contiguous
-bands. It is the baseline the partitioners must beat and a start for
-refinement.
+band(c)``, so every layer is spread evenly over all K parts, and a
+partial-sum reduction spans only ``b`` parts, a feature map only ``a``
+parts plus its producer. The reduction vertex of filter ``f`` sits at the
+column band its channel index has in the next layer, so the reading band
+already holds it. Dense layers, filters of coarse-grain layers and the input
+are split into K contiguous bands. Balance: a layer the grid cannot balance
+(too few channels or filters) is cut into K bands of its task list, and the
+backend spreads the reductions over the rows when they are too heavy for
+the diagonal (see :func:`checkerboard_parts` and :func:`run`). It is the
+structured baseline the partitioners must beat (``hgpart compare``,
+``benchmarks/partition_quality.py``, backends ``block`` and
+``block-vcycles``, the latter Mt-KaHyPar V-cycles started from it).
 
 Grouping: :func:`contract` merges, per layer, ``g_f`` consecutive filters
 and ``g_c`` consecutive channels into one vertex (chosen from K and the layer
@@ -58,20 +60,43 @@ def _bands(n: int, parts: int) -> np.ndarray:
     return (np.arange(n) * parts) // max(n, 1)
 
 
+#: a layer whose largest grid rectangle holds more than this much above its average per part is laid out in K
+#: bands of its task list instead (see :func:`checkerboard_parts`)
+THIN_SLACK = 0.05
+
+
 def _thin(shape: tuple[int, ...], a: int, b: int) -> bool:
-    """A filters x channels block with fewer filters than row bands or channels than column bands."""
-    return shape[0] < a or shape[1] < b
+    """The a x b grid cannot balance this filters x channels block within :data:`THIN_SLACK`."""
+    nf, nc = shape
+    return -(-nf // a) * -(-nc // b) * a * b > (1.0 + THIN_SLACK) * nf * nc
 
 
-def checkerboard_parts(hg: Hypergraph, k: int) -> np.ndarray:
+def _spread_rows(n: int, a: int, b: int) -> np.ndarray:
+    """Row band of each of ``n`` reductions when the reductions of every column band are spread over all rows."""
+    cols = _bands(n, b)
+    first = np.searchsorted(cols, cols, side="left")
+    size = np.bincount(cols, minlength=b)[cols]
+    return ((np.arange(n) - first) * a) // size
+
+
+def checkerboard_parts(hg: Hypergraph, k: int, *, spread_reductions: bool = False) -> np.ndarray:
     """Checkerboard placement of ``hg`` (fine or coarse, grouped or not).
 
-    A *thin* layer (fewer channels than column bands, e.g. VGG16's first conv
-    with 3 input channels at K = 32, a 4 x 8 grid) cannot fill the grid: it
-    would sit on 3 of 8 column bands, and at 224^2 it carries 6% of the
-    measured work (Max/Avg 1.12 at K = 32). Its tasks are cut into K
-    contiguous bands in filter-major order instead, and each reduction sits
-    with its filter's first task.
+    A *thin* layer, one the grid cannot balance (VGG16's first conv has 3
+    input channels: at K = 32, a 4 x 8 grid, it would sit on 3 of 8 column
+    bands, and at 224^2 it carries 6% of the measured work), is cut into K
+    contiguous bands of its tasks in filter-major order instead, and each
+    reduction sits with its filter's first task.
+
+    The reduction of filter ``f`` goes to the column band that reads its
+    map next, so the map costs no extra part. By default it also keeps ``f``'s
+    row band (the "diagonal", no extra part on the partial sums either); the
+    reductions of a layer then sit on only about ``a + b`` of the K parts,
+    which breaks the balance when they carry much work (they hold the
+    per-channel layers fused after the conv: ResNet18 32^2 measured, 20% of
+    the work, Max/Avg 1.9 at K = 64). ``spread_reductions`` spreads the
+    reductions of each column band over all row bands, at the cost of one
+    extra part on the partial-sum net of most filters.
     """
     a, b = _grid(k)
     parts = np.zeros(hg.num_vertices, dtype=np.int64)
@@ -88,8 +113,8 @@ def checkerboard_parts(hg: Hypergraph, k: int) -> np.ndarray:
             if ch is not None and _thin(ch.shape, a, b):
                 parts[blk.start : blk.stop] = _bands(ch.size, k)[np.arange(n) * ch.shape[1]]
             else:
-                # row band of the filter, column band = where this output channel is read next (by index)
-                parts[blk.start : blk.stop] = _bands(n, a) * b + _bands(n, b)
+                rows = _spread_rows(n, a, b) if spread_reductions else _bands(n, a)
+                parts[blk.start : blk.stop] = rows * b + _bands(n, b)
         else:
             parts[blk.start : blk.stop] = _bands(blk.size, k)
     return parts
@@ -285,11 +310,20 @@ def contract_with_map(hg: Hypergraph, vmap: np.ndarray, blocks: list[VertexBlock
 
 
 def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
-    """Backend entry point: the checkerboard placement (deterministic, ignores seed and preset)."""
+    """Backend entry point: the checkerboard placement (deterministic, ignores seed and preset).
+
+    Diagonal reductions when they keep the balance ``(1 + eps) * avg``, else spread ones (see
+    :func:`checkerboard_parts`); ``info["reductions"]`` says which.
+    """
     from hgpart.partitioners import PartitionResult
 
     t0 = time.perf_counter()
+    cap = (1.0 + epsilon) * hg.vertex_weight.sum() / k
+    mode = "diagonal"
     parts = checkerboard_parts(hg, k)
+    if np.bincount(parts, weights=hg.vertex_weight, minlength=k).max() > cap * (1.0 + 1e-9):
+        mode = "spread"
+        parts = checkerboard_parts(hg, k, spread_reductions=True)
     a, b = _grid(k)
     return PartitionResult(parts=parts, backend="block", seconds=time.perf_counter() - t0, preset=f"{a}x{b}",
-                           info={"grid": [a, b]})
+                           info={"grid": [a, b], "reductions": mode})
