@@ -208,6 +208,21 @@ def test_auto_never_worse_than_mtkahypar():
     assert auto.objective_bytes <= mtk.objective_bytes + 1e-6
 
 
+def test_auto_coarse_keeps_mtkahypars_own_run_for_the_seed():
+    """A residual model (no proof): auto's first Mt-KaHyPar run is the backend's own one-thread result for the
+    seed, KaHyPar runs beside it, and any further seeds tried while KaHyPar runs only add candidates."""
+    graph = branching_network()
+    hg = coarse(graph)
+    for k in (3, 5):
+        auto = partition(hg, k=k, backend="auto", epsilon=0.1, time_limit=30)
+        mtk = partition(hg, k=k, backend="mtkahypar", epsilon=0.1, preset="quality")
+        cands = auto.info["candidates"]
+        assert cands["mtkahypar-quality"] == pytest.approx(mtk.objective_bytes)
+        assert "kahypar" in cands
+        assert auto.objective_bytes <= min(cands.values()) + 1e-6
+        assert auto.objective_bytes <= mtk.objective_bytes + 1e-6
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     widths=st.lists(st.integers(1, 4), min_size=2, max_size=4),

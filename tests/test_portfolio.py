@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -64,6 +65,19 @@ def test_portfolio_runs_are_exact_balanced_reproducible_and_meet_the_deadline(fi
     cut = run_portfolio([Candidate("full", fine, None)], k=4, epsilon=0.1, seconds=1.5, workers=2)
     assert time.perf_counter() - t0 < 6.0
     assert all(r.parts.shape == (fine.num_vertices,) for r in cut)
+
+
+def test_portfolio_stops_after_its_first_run_when_told(fine):
+    """``stop`` ends the portfolio once a partition run has finished (auto: KaHyPar beside it is done)."""
+    g, vmap = grouped_family(fine, (8,), min_1d=8)[8]
+    graphs = [Candidate("8x8", g, vmap, seeds=5)]
+    whole = run_portfolio(graphs, k=4, epsilon=0.1, seconds=60, workers=1, refine_share=0.0)
+    assert [r.seed for r in whole if r.kind == "partition"] == [1, 2, 3, 4, 5]
+    stop = threading.Event()
+    stop.set()
+    first = run_portfolio(graphs, k=4, epsilon=0.1, seconds=60, workers=1, refine_share=0.0, stop=stop)
+    assert [(r.kind, r.seed) for r in first] == [("partition", 1)]
+    assert first[0].km1_bytes == pytest.approx(whole[0].km1_bytes)
 
 
 def test_refine_improves_a_structured_start_and_starts_compete(fine):

@@ -14,11 +14,12 @@ Choice, from ``benchmarks/partition_quality.py`` (VGG16 224^2 b32, ResNet18 32^2
   Add/depthwise columns (ResNet), and at large K the time limit stops it
   before optimality, so auto also runs Mt-KaHyPar QUALITY and KaHyPar side
   by side (one thread each: both deterministic, so these candidates *are*
-  the two tools' results for the seed), refines the best with Mt-KaHyPar
-  V-cycles (:func:`hgpart.partitioners.portfolio.refine`) and keeps the best
-  that meets the balance. It is therefore never worse than the better of
-  KaHyPar and Mt-KaHyPar QUALITY with the same seed whenever they finish
-  within the time limit, which every stage shares (on graphs above
+  the two tools' results for the seed; while KaHyPar runs, Mt-KaHyPar's core
+  tries further seeds, see :func:`_general`), refines the best with
+  Mt-KaHyPar V-cycles (:func:`hgpart.partitioners.portfolio.refine`) and
+  keeps the best that meets the balance. It is therefore never worse than
+  the better of KaHyPar and Mt-KaHyPar QUALITY with the same seed whenever
+  they finish within the time limit, which every stage shares (on graphs above
   ``LARGE_PINS`` pins they run on the per-layer grouped graph). The exact
   program's proven lower bound is reported (``lower_bound_bytes``, coarse
   grain only: fine placements may split filters, so the coarse optimum
@@ -61,6 +62,7 @@ only when it meets the balance exactly.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -163,8 +165,6 @@ def _fallback(hg: Hypergraph, k: int, epsilon: float) -> tuple[str, np.ndarray]:
 def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
     """Coarse grain: the exact program (proven bound), KaHyPar and Mt-KaHyPar QUALITY, V-cycles from the best."""
     from hgpart.errors import HgpartError
-    from hgpart.partitioners import kahypar_backend as kahypar
-    from hgpart.partitioners import mtkahypar_backend as mtk
     from hgpart.partitioners.block import contract
     from hgpart.partitioners.counts import analyze
     from hgpart.partitioners.exact import run as exact_run
@@ -194,23 +194,7 @@ def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
     if not proven and left(0.8) < MIN_STAGE:
         notes["general"] = "skipped: no time left"
     elif not proven:
-        # Mt-KaHyPar QUALITY and KaHyPar side by side, one thread each. Both are then deterministic for the
-        # seed, i.e. exactly the references' own results on the same graph, so on the ungrouped graph auto is
-        # never worse than either when they finish in time.
-        runs = {
-            "mtkahypar-quality": lambda: mtk.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset="quality",
-                                                 time_limit=left(0.8), threads=1),
-            "kahypar": lambda: kahypar.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset=None,
-                                           time_limit=left(0.8)),
-        }
-        with ThreadPoolExecutor(max_workers=len(runs)) as pool:
-            futures = {name: pool.submit(fn) for name, fn in runs.items()}
-            for name, fut in futures.items():
-                try:
-                    r = fut.result()
-                    cands[name] = r.parts if vmap is None else r.parts[vmap]
-                except HgpartError as exc:  # out of time: keep the other candidates
-                    notes[name] = exc.line()
+        _general(work_hg, vmap, cands, notes, k=k, epsilon=epsilon, seed=seed, seconds=left(0.8))
     name, parts = _fallback(hg, k, epsilon)
     cands[name] = parts
 
@@ -233,6 +217,57 @@ def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
                 cands[f"{best}+vcycles"] = ref_full
     best = min(scored, key=scored.__getitem__)
     return _result(best, scored, cands[best], t0, notes, bound, proven)
+
+
+def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.ndarray], notes: dict[str, str],
+             *, k: int, epsilon: float, seed: int, seconds: float) -> None:
+    """KaHyPar beside a one-worker Mt-KaHyPar QUALITY portfolio, one core each, into ``cands`` (full resolution).
+
+    The portfolio's first run is Mt-KaHyPar QUALITY for ``seed`` on one thread
+    (``"mtkahypar-quality"``, the tool's own result for the seed); while
+    KaHyPar is still running (it takes 3-25x longer on CNN graphs: ResNet18
+    32^2 coarse K = 16, 199 s against 8.5 s) the same core runs further seeds,
+    and the best of them competes as ``"mtkahypar-quality seeds"``. Why: one
+    QUALITY run varies by a few percent from seed to seed, so a single run can
+    lose to a two-thread run of the same tool (ResNet18 32^2 measured K = 16:
+    6.096 MiB against 6.033). Which extra seeds finish depends on how long
+    KaHyPar takes, so that candidate is not reproducible across machines.
+    """
+    from hgpart.errors import HgpartError
+    from hgpart.partitioners import kahypar_backend as kahypar
+    from hgpart.partitioners.portfolio import MAX_SEEDS, Candidate, run_portfolio
+
+    done = threading.Event()
+
+    def kahypar_run():
+        try:
+            return kahypar.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=seconds)
+        finally:
+            done.set()
+
+    full = (lambda p: p) if vmap is None else (lambda p: p[vmap])
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        kahypar_future = pool.submit(kahypar_run)
+        try:
+            runs = run_portfolio([Candidate("graph", work_hg, None, seeds=MAX_SEEDS)], k=k, epsilon=epsilon,
+                                 seconds=seconds, workers=1, refine_share=0.0, seed0=seed, stop=done)
+        except HgpartError as exc:
+            notes["mtkahypar-quality"] = exc.line()
+            runs = []
+        try:
+            cands["kahypar"] = full(kahypar_future.result().parts)
+        except HgpartError as exc:  # out of time: keep the other candidates
+            notes["kahypar"] = exc.line()
+    first = [r for r in runs if r.kind == "partition" and r.seed == seed]
+    others = [r for r in runs if r.kind == "partition" and r.seed != seed and r.imbalance <= epsilon + 1e-3]
+    if first:
+        cands["mtkahypar-quality"] = full(first[0].parts)
+    elif "mtkahypar-quality" not in notes:
+        notes["mtkahypar-quality"] = f"no run finished in {seconds:.1f} s"
+    if others:
+        best = min(others, key=lambda r: r.km1_bytes)
+        cands["mtkahypar-quality seeds"] = full(best.parts)
+        notes["mtkahypar-quality seeds"] = f"{len(others) + len(first)} runs, best seed {best.seed}"
 
 
 def _score(hg: Hypergraph, cands: dict[str, np.ndarray], k: int, epsilon: float) -> dict[str, float]:

@@ -36,6 +36,7 @@ import selectors
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ __all__ = ["Candidate", "Run", "run_portfolio", "worker_count", "refine"]
 
 #: partition runs per graph at most (a portfolio call is bounded even with a huge time limit)
 MAX_SEEDS = 24
+#: seconds between looks at the ``stop`` event while jobs run
+STOP_POLL = 0.2
 
 
 @dataclass
@@ -112,8 +115,13 @@ def run_portfolio(
     vcycles: int = 2,
     starts: list[tuple[int, np.ndarray, float]] | None = None,
     seed0: int = 1,
+    stop: threading.Event | None = None,
 ) -> list[Run]:
     """Every run that finished within ``seconds`` (see the module docstring).
+
+    ``stop``: once it is set and one partition run has finished, the portfolio
+    ends early like at its deadline (the caller no longer needs more seeds,
+    e.g. a partitioner it ran beside has finished).
 
     ``starts`` are extra (graph index, parts, km1 bytes) the refinement phase
     may start from (e.g. a lifted exact placement); they compete with the
@@ -187,7 +195,8 @@ def run_portfolio(
                 assign(w)
             while running or not refining:
                 now = time.perf_counter()
-                if now >= deadline:
+                if now >= deadline or (stop is not None and stop.is_set()
+                                       and any(r.kind == "partition" for r in runs)):
                     break
                 if not refining and (now >= refine_at or not running):
                     # refinement starts on time, or early when every worker has run out of partition jobs
@@ -198,7 +207,8 @@ def run_portfolio(
                     if not running:
                         break
                     continue
-                events = sel.select(timeout=max(min(deadline, refine_at if not refining else deadline) - now, 0.0))
+                wake = max(min(deadline, refine_at if not refining else deadline) - now, 0.0)
+                events = sel.select(timeout=wake if stop is None else min(wake, STOP_POLL))
                 for key, _ in events:
                     w = key.data
                     line = procs[w].stdout.readline()
