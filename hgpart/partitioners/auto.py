@@ -228,10 +228,12 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
     KaHyPar is still running (it takes 3-25x longer on CNN graphs: ResNet18
     32^2 coarse K = 16, 199 s against 8.5 s) the same core runs further seeds,
     and the best of them competes as ``"mtkahypar-quality seeds"``. Why: one
-    QUALITY run varies by a few percent from seed to seed, so a single run can
-    lose to a two-thread run of the same tool (ResNet18 32^2 measured K = 16:
-    6.096 MiB against 6.033). Which extra seeds finish depends on how long
-    KaHyPar takes, so that candidate is not reproducible across machines.
+    QUALITY run varies by 5-15% from seed to seed on CNN graphs (ResNet18
+    32^2 coarse, FLOP weights, ``final6_resnet18_coarse.log``: K = 8 first run
+    2.743 MiB, best further seed 2.469; K = 16 6.637 and 5.898; with the
+    measured profile no further seed beat the first). Which extra seeds
+    finish depends on how long KaHyPar takes, so that candidate is not
+    reproducible across machines.
     """
     from hgpart.errors import HgpartError
     from hgpart.partitioners import kahypar_backend as kahypar
