@@ -66,6 +66,16 @@ class TrainResult:
     #: files written by --trace (devices_trace.json, pipeline_trace.json)
     trace_files: list[str] = field(default_factory=list)
 
+    def loss_ends(self, window: int = 5) -> tuple[int, float, float]:
+        """(n, mean loss of the first n steps to finish, of the last n): n = ``window``, fewer on short runs.
+
+        Why: one batch's loss is noisy, more so in async mode where a batch may
+        see weights up to K updates old (minivgg quickstart, 30 steps: the last
+        step's loss ranged 0.34-3.84 over 14 runs that all trained).
+        """
+        n = max(1, min(window, len(self.losses) // 3))
+        return n, float(np.mean(self.losses[:n])), float(np.mean(self.losses[-n:]))
+
 
 # ------------------------------------------------------------------------------------------------ data
 def load_dataset(name: str, input_shape: tuple[int, ...], num_classes: int, *, n: int = 512,

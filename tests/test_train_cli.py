@@ -92,9 +92,23 @@ def test_train_cli_fine_log_trace(tmp_path):
     assert sorted(int(r["step"]) for r in rows) == [0, 1, 2]
     assert all(np.isfinite(float(r["loss"])) and float(r["batch_s"]) > 0 for r in rows)
     check_trace(tr, pl)
+    # the loss line averages the first / last steps to finish (1 step each at 3 steps): the log's rows, which are
+    # in finishing order (async: batch 1 may finish before batch 0)
+    m = re.search(r"loss ([0-9.]+) -> ([0-9.]+) \(mean of the first / last 1 steps\)", proc.stdout)
+    assert m and float(m.group(1)) == pytest.approx(float(rows[0]["loss"]), abs=1e-4)
+    assert float(m.group(2)) == pytest.approx(float(rows[-1]["loss"]), abs=1e-4)
     assert "device busy" in proc.stdout
     m = re.search(r"executed / assigned MACs ([0-9.]+)", proc.stdout)
     assert m and float(m.group(1)) >= 1.0
+
+
+def test_loss_ends_average_the_first_and_last_steps():
+    from hgpart.runtime.train import TrainResult
+
+    res = TrainResult(steps=30, images=0, seconds=1.0, images_per_s=0.0, losses=[float(i) for i in range(30)])
+    assert res.loss_ends() == (5, 2.0, 27.0)
+    short = TrainResult(steps=2, images=0, seconds=1.0, images_per_s=0.0, losses=[3.0, 1.0])
+    assert short.loss_ends() == (1, 3.0, 1.0)
 
 
 @pytest.mark.slow

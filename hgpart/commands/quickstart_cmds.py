@@ -71,7 +71,9 @@ def quickstart(
         tr = train(pl, device_set=devices, batch_size=prof.batch_size, steps=steps, mode=mode,
                    dataset="digits", progress=True)
         check = tr.traffic.check(tr.predicted_fwd_bytes)
-        con.print(f"loss {tr.losses[0]:.3f} -> {tr.losses[-1]:.3f}; {tr.images_per_s:.1f} images/s")
+        n, first, last = tr.loss_ends()
+        con.print(f"loss (mean of the first / last {n} steps) {first:.3f} -> {last:.3f}; "
+                  f"{tr.images_per_s:.1f} images/s")
         con.print(f"bytes across devices per step: measured {check['model']:,.0f} "
                   f"(forward {check['forward']:,.0f} + backward {check['backward']:,.0f}); placement predicts "
                   f"2 x {check['predicted_forward']:,.0f} = {check['predicted_x2']:,.0f}, less "

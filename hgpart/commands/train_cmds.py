@@ -38,8 +38,9 @@ def train(
               log=log, seed=seed, progress=True)
     t = res.traffic
     con = Console()
+    n, first, last = res.loss_ends()
     con.print(f"{res.steps} steps, {res.images} images in {res.seconds:.2f} s: [bold]{res.images_per_s:.1f} img/s[/]"
-              f", final loss {res.losses[-1]:.4f}")
+              f", loss {first:.4f} -> {last:.4f} (mean of the first / last {n} steps)")
     c = t.check(res.predicted_fwd_bytes)
     con.print(f"bytes per step crossing devices: forward maps {c['forward']} (predicted {c['predicted_forward']:.0f}), "
               f"backward {c['backward']} (predicted {c['predicted_backward']:.0f} = Comm. Vol minus input nets "
