@@ -93,6 +93,22 @@ def km1_bytes(hg: Hypergraph, parts: np.ndarray, k: int) -> float:
     return float(np.dot(hg.net_cost, np.maximum(lam - 1, 0)))
 
 
+def balance_class(hg: Hypergraph, parts: np.ndarray, k: int, epsilon: float,
+                   weights: np.ndarray | None = None) -> int:
+    """0: within ``(1 + eps) * total / K``; 1: within that plus one vertex of ``hg`` (the partitioners' own
+    tolerance after integer weight scaling); 2: outside both. ``weights``: the vertex weights ``parts`` refers
+    to when it is a placement of a grouped copy of ``hg`` (same part weights, fewer vertices).
+
+    One function, so the backends that choose between placements (auto, block) agree on the limit and its
+    float tolerance."""
+    w = hg.vertex_weight if weights is None else weights
+    work = np.bincount(parts, weights=w, minlength=k)
+    cap = (1.0 + epsilon) * hg.vertex_weight.sum() / k
+    if work.max() <= cap * (1.0 + 1e-9):
+        return 0
+    return 1 if work.max() <= cap + float(hg.vertex_weight.max(initial=0.0)) else 2
+
+
 def partition_metrics(
     hg: Hypergraph, parts: np.ndarray, k: int, *, optimizer: str = "adam", dtype_bytes: int = DTYPE_BYTES
 ) -> PartitionMetrics:

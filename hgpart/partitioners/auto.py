@@ -69,7 +69,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from hgpart.hypergraph import Hypergraph, VertexBlock
-from hgpart.metrics import km1_bytes
+from hgpart.metrics import balance_class, km1_bytes
 
 __all__ = ["run", "fine_to_coarse"]
 
@@ -116,19 +116,6 @@ def _fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
     small = contract_with_map(hg, vmap, blocks, merge_nets=False)
     small.grain = "coarse"
     return small, vmap
-
-
-def _balance_class(hg: Hypergraph, parts: np.ndarray, k: int, epsilon: float,
-                   weights: np.ndarray | None = None) -> int:
-    """0: within ``(1 + eps) * total / K``; 1: within that plus one vertex of ``hg`` (the partitioners' own
-    tolerance after integer weight scaling); 2: outside both. ``weights``: the vertex weights ``parts`` refers
-    to when it is a placement of a grouped copy of ``hg`` (same part weights, fewer vertices)."""
-    w = hg.vertex_weight if weights is None else weights
-    work = np.bincount(parts, weights=w, minlength=k)
-    cap = (1.0 + epsilon) * hg.vertex_weight.sum() / k
-    if work.max() <= cap * (1.0 + 1e-9):
-        return 0
-    return 1 if work.max() <= cap + float(hg.vertex_weight.max(initial=0.0)) else 2
 
 
 def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
@@ -211,8 +198,8 @@ def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
         except HgpartError as exc:
             notes["vcycles"] = exc.line()
         else:
-            ref_full = ref if vmap is None else ref[vmap]
-            if _balance_class(hg, ref_full, k, epsilon) <= 1:
+            ref_full = _expand(ref, vmap)
+            if balance_class(hg, ref_full, k, epsilon) <= 1:
                 scored[f"{best}+vcycles"] = km1_bytes(hg, ref_full, k)
                 cands[f"{best}+vcycles"] = ref_full
     best = min(scored, key=scored.__getitem__)
@@ -247,7 +234,6 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
         finally:
             done.set()
 
-    full = (lambda p: p) if vmap is None else (lambda p: p[vmap])
     with ThreadPoolExecutor(max_workers=1) as pool:
         kahypar_future = pool.submit(kahypar_run)
         try:
@@ -257,26 +243,27 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
             notes["mtkahypar-quality"] = exc.line()
             runs = []
         try:
-            cands["kahypar"] = full(kahypar_future.result().parts)
+            cands["kahypar"] = _expand(kahypar_future.result().parts, vmap)
         except HgpartError as exc:  # out of time: keep the other candidates
             notes["kahypar"] = exc.line()
     first = [r for r in runs if r.kind == "partition" and r.seed == seed]
     others = [r for r in runs if r.kind == "partition" and r.seed != seed and r.imbalance <= epsilon + 1e-3]
     if first:
-        cands["mtkahypar-quality"] = full(first[0].parts)
+        cands["mtkahypar-quality"] = _expand(first[0].parts, vmap)
     elif "mtkahypar-quality" not in notes:
         notes["mtkahypar-quality"] = f"no run finished in {seconds:.1f} s"
     if others:
         best = min(others, key=lambda r: r.km1_bytes)
-        cands["mtkahypar-quality seeds"] = full(best.parts)
-        notes["mtkahypar-quality seeds"] = f"{len(others) + len(first)} runs, best seed {best.seed}"
+        cands["mtkahypar-quality seeds"] = _expand(best.parts, vmap)
+        notes["mtkahypar-quality seeds"] = (f"{sum(r.kind == 'partition' for r in runs)} runs, "
+                                            f"best further seed {best.seed}")
 
 
 def _score(hg: Hypergraph, cands: dict[str, np.ndarray], k: int, epsilon: float) -> dict[str, float]:
     """km1 of the candidates that may compete (see the module docstring on balance)."""
     from hgpart.errors import HgpartError
 
-    level = {name: _balance_class(hg, p, k, epsilon) for name, p in cands.items()}
+    level = {name: balance_class(hg, p, k, epsilon) for name, p in cands.items()}
     names = [n for n in cands if level[n] == 0 or (level[n] == 1 and n != "incremental")]
     names = names or [n for n in cands if level[n] <= 1]
     if not names:
@@ -354,7 +341,7 @@ def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
         for i, r in enumerate(runs):
             g = graphs[r.graph]
             name = f"mtkahypar-quality {g.name}" + ("" if r.kind == "partition" else "+vcycles")
-            if _balance_class(hg, r.parts, k, epsilon, g.hg.vertex_weight) > 1:
+            if balance_class(hg, r.parts, k, epsilon, g.hg.vertex_weight) > 1:
                 continue
             if name not in best_of or r.km1_bytes < best_of[name][0]:
                 best_of[name] = (r.km1_bytes, i)
@@ -373,10 +360,10 @@ def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
     pool.shutdown()
 
     scored = {name: km1_bytes(g_hg, parts, k) for name, (g_hg, parts, _) in cands.items()
-              if _balance_class(hg, parts, k, epsilon, g_hg.vertex_weight) <= 1}
+              if balance_class(hg, parts, k, epsilon, g_hg.vertex_weight) <= 1}
     if not scored:
         name, parts = _fallback(hg, k, epsilon)
-        if _balance_class(hg, parts, k, epsilon) > 1:
+        if balance_class(hg, parts, k, epsilon) > 1:
             raise HgpartError(f"no candidate placement met the balance for K = {k}", fix="raise --epsilon")
         scored[name] = km1_bytes(hg, parts, k)
         return _result(name, scored, parts, t0, notes, None, False, stage_seconds=stages)
@@ -392,6 +379,11 @@ SECONDS_PER_PIN_LOGK = 4e-6
 
 def _predicted_seconds(hg: Hypergraph, k: int) -> float:
     return SECONDS_PER_PIN_LOGK * hg.num_pins * max(1.0, math.log2(k))
+
+
+def _expand(parts: np.ndarray, vmap: np.ndarray | None) -> np.ndarray:
+    """Full-resolution parts of a placement of the grouped graph (``vmap``: vertex -> group; None = not grouped)."""
+    return parts if vmap is None else parts[vmap]
 
 
 def _project(parts: np.ndarray, vmap: np.ndarray, n: int) -> np.ndarray:

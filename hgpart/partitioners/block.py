@@ -315,13 +315,13 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     Diagonal reductions when they keep the balance ``(1 + eps) * avg``, else spread ones (see
     :func:`checkerboard_parts`); ``info["reductions"]`` says which.
     """
+    from hgpart.metrics import balance_class
     from hgpart.partitioners import PartitionResult
 
     t0 = time.perf_counter()
-    cap = (1.0 + epsilon) * hg.vertex_weight.sum() / k
     mode = "diagonal"
     parts = checkerboard_parts(hg, k)
-    if np.bincount(parts, weights=hg.vertex_weight, minlength=k).max() > cap * (1.0 + 1e-9):
+    if balance_class(hg, parts, k, epsilon) > 0:
         mode = "spread"
         parts = checkerboard_parts(hg, k, spread_reductions=True)
     a, b = _grid(k)
