@@ -20,6 +20,14 @@ def conv(name, src, in_shape, filters, *, k=3, bias=True):
                   "activation": "relu", "use_bias": bias})
 
 
+def maxpool2(name, src, in_shape):
+    """2 x 2 max pooling, stride 2 (FLOPs: one per output element, as the toy networks always counted them)."""
+    h, w, c = in_shape
+    out = (h // 2, w // 2, c)
+    return Layer(name, "max_pool", "MaxPooling2D", (src,), (tuple(in_shape),), out, 0, out[0] * out[1] * c,
+                 {"pool_size": [2, 2], "strides": [2, 2], "padding": "valid"})
+
+
 def dense(name, src, n_in, units, activation="relu"):
     return Layer(name, "dense", "Dense", (src,), ((n_in,),), (units,), n_in * units + units, 2 * n_in * units,
                  {"units": units, "activation": activation, "use_bias": True})
@@ -31,8 +39,7 @@ def toy_network() -> LayerGraph:
         Layer("input", "input", "InputLayer", (), (), (4, 4, 3)),
         conv("conv1", "input", (4, 4, 3), 4),
         conv("conv2", "conv1", (4, 4, 4), 3),
-        Layer("pool", "max_pool", "MaxPooling2D", ("conv2",), ((4, 4, 3),), (2, 2, 3), 0, 12,
-              {"pool_size": [2, 2], "strides": [2, 2], "padding": "valid"}),
+        maxpool2("pool", "conv2", (4, 4, 3)),
         conv("conv3", "pool", (2, 2, 3), 2),
         Layer("flatten", "flatten", "Flatten", ("conv3",), ((2, 2, 2),), (8,)),
         dense("fc1", "flatten", 8, 4),

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from hgtoys import branching_network, chain, conv, dense, toy_network, unit_work
+from hgtoys import branching_network, chain, conv, dense, maxpool2, toy_network, unit_work
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -175,8 +175,7 @@ def test_block_backend_spreads_heavy_reductions_and_keeps_light_ones_on_the_diag
     layers = [
         Layer("input", "input", "InputLayer", (), (), (4, 4, 4)),
         conv("c0", "input", (4, 4, 4), 16),
-        Layer("pool", "max_pool", "MaxPooling2D", ("c0",), ((4, 4, 16),), (2, 2, 16), 0, 64,
-              {"pool_size": [2, 2], "strides": [2, 2], "padding": "valid"}),
+        maxpool2("pool", "c0", (4, 4, 16)),
         conv("c1", "pool", (2, 2, 16), 16),
         Layer("flat", "flatten", "Flatten", ("c1",), ((2, 2, 16),), (64,)),
         dense("d0", "flat", 64, 4),
