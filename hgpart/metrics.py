@@ -17,14 +17,16 @@ sums) is sent once by every non-root part among its pins to the root's part.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadFileError, BadOptionError, ModelMismatchError
 from hgpart.hypergraph import BROADCAST, DTYPE_BYTES, Hypergraph, sorted_unique
 
-__all__ = ["PartitionMetrics", "partition_metrics", "connectivity", "km1_bytes", "MIB", "OPTIMIZER_SLOTS"]
+__all__ = ["PartitionMetrics", "partition_metrics", "connectivity", "km1_bytes", "MIB", "OPTIMIZER_SLOTS",
+           "SCALAR_COLUMNS"]
 
 MIB = float(2**20)
 OPTIMIZER_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2}
@@ -57,23 +59,42 @@ class PartitionMetrics:
     max_over_avg_memory: float
     optimizer: str = "adam"
 
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+    def to_dict(self, keys: Sequence[str] | None = None) -> dict[str, object]:
+        """Every field, or only ``keys`` (in that order)."""
+        d = asdict(self)
+        return d if keys is None else {key: d[key] for key in keys}
 
     @staticmethod
-    def from_dict(d: dict[str, object]) -> PartitionMetrics:
-        return PartitionMetrics(**d)  # type: ignore[arg-type]
+    def from_dict(d: Mapping[str, object]) -> PartitionMetrics:
+        """The metrics of a dict written by :meth:`to_dict` (a placement file's ``metrics``)."""
+        try:
+            return PartitionMetrics(**d)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise BadFileError(f"not a complete set of partition metrics: {exc}",
+                               fix="recompute them from the placement (hgpart metrics)") from None
+
+    def scalar(self, column: str) -> float:
+        """The value of one scalar column by name (a table or plot column; see :data:`SCALAR_COLUMNS`)."""
+        if column not in SCALAR_COLUMNS:
+            raise KeyError(f"{column!r} is not a scalar metric; use one of {SCALAR_COLUMNS}")
+        return float(getattr(self, column))
+
+
+#: the one-number fields of :class:`PartitionMetrics` (the per-part lists and the optimizer name excluded)
+SCALAR_COLUMNS = tuple(f.name for f in fields(PartitionMetrics) if f.type in ("int", "float"))
 
 
 def _check_parts(hg: Hypergraph, parts: np.ndarray, k: int) -> np.ndarray:
     parts = np.asarray(parts)
     if parts.shape != (hg.num_vertices,):
-        raise HgpartError(
+        raise ModelMismatchError(
             f"partition has {parts.shape[0] if parts.ndim else 0} entries, the hypergraph {hg.num_vertices} vertices",
-            fix="the placement was made for another hypergraph",
+            fix="the placement was made for another hypergraph", expected=hg.num_vertices,
+            found=parts.shape[0] if parts.ndim else 0,
         )
     if parts.size and (parts.min() < 0 or parts.max() >= k):
-        raise HgpartError(f"part ids must be in [0, {k}), found {int(parts.min())}..{int(parts.max())}")
+        raise BadOptionError(f"part ids must be in [0, {k}), found {int(parts.min())}..{int(parts.max())}",
+                             option="parts", value=(int(parts.min()), int(parts.max())))
     return parts.astype(np.int64)
 
 
@@ -114,7 +135,7 @@ def partition_metrics(
 ) -> PartitionMetrics:
     """All metrics of ``parts`` (one part id per vertex) on ``hg``."""
     if k < 1:
-        raise HgpartError(f"K = {k} must be >= 1")
+        raise BadOptionError(f"K = {k} must be >= 1", option="k", value=k)
     parts = _check_parts(hg, parts, k)
     work = np.bincount(parts, weights=hg.vertex_weight, minlength=k)
     lam, net_of, part_of = connectivity(hg, parts, k)
@@ -138,7 +159,8 @@ def partition_metrics(
     total = float(np.dot(cost, extra))
     slots = OPTIMIZER_SLOTS.get(optimizer)
     if slots is None:
-        raise HgpartError(f"unknown optimizer {optimizer!r}", fix=f"use one of {sorted(OPTIMIZER_SLOTS)}")
+        raise BadOptionError(f"unknown optimizer {optimizer!r}", fix=f"use one of {sorted(OPTIMIZER_SLOTS)}",
+                             option="optimizer", value=optimizer)
     pbytes = np.bincount(parts, weights=hg.vertex_params, minlength=k) * dtype_bytes
     obytes = pbytes * slots
     abytes = np.bincount(parts, weights=hg.vertex_act_bytes, minlength=k)

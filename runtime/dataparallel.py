@@ -6,7 +6,7 @@ Usage::
     from hgpart.runtime.dataparallel import make_strategy, run_slots
     ds = open_devices("logical", 2)
     s = make_strategy("async-dp-dps", keras_model, ds, OptimizerSpec("adam", 1e-3), batch_size=32)
-    rows = run_slots(s.slot_fns, tasks_x, tasks_y)     # s.task_batch images per task
+    records = run_slots(s.slot_fns, tasks_x, tasks_y)  # s.task_batch images per task; one StepRecord each
     s.comm_bytes_per_step, s.evaluate(x_eval, y_eval)
 
 Keras 3's ``model.fit`` fails under ParameterServerStrategy / MultiWorkerMirroredStrategy (TF 2.21), so every
@@ -51,13 +51,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.pipeline import StepRecord, stacked_tasks
+from hgpart.runtime.pipeline import run_slots as drive
+from hgpart.runtime.strategy import STRATEGIES, Parallelism, ParamSync, Strategy
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadOptionError, DeviceError
 
 __all__ = ["DP_STRATEGIES", "DataParallel", "make_strategy", "greedy_assign", "run_slots", "cross_device_bytes",
            "ring_bytes", "node_devices"]
 
-DP_STRATEGIES = ("single", "sync-dp", "sync-dp-mirrored", "async-dp-1ps", "async-dp-dps")
+#: the strategies :func:`make_strategy` compiles (names of :data:`hgpart.runtime.strategy.STRATEGIES`)
+DP_STRATEGIES = tuple(name for name, s in STRATEGIES.items() if not s.is_model_parallel)
 
 
 def greedy_assign(sizes: Sequence[int], k: int) -> list[int]:
@@ -277,8 +281,8 @@ def _sync(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, 
 
     k = len(devices)
     if batch_size % k:
-        raise HgpartError(f"batch size {batch_size} is not divisible by K = {k} replicas", where=name,
-                          fix="use a batch size that is a multiple of K")
+        raise BadOptionError(f"batch size {batch_size} is not divisible by K = {k} replicas", where=name,
+                             fix="use a batch size that is a multiple of K", option="batch_size", value=batch_size)
     t0 = [v.numpy() for v in model.trainable_variables]
     n0 = [v.numpy() for v in model.non_trainable_variables]
     reps = [(_copy(t0, d), _copy(n0, d)) for d in devices]
@@ -340,10 +344,11 @@ def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
 
     k = len(devices)
     if any("/job:localhost" not in d for d in devices):
-        raise HgpartError("MirroredStrategy runs on this process's own devices only", where="sync-dp-mirrored",
+        raise DeviceError("MirroredStrategy runs on this process's own devices only", where="sync-dp-mirrored",
                           fix="use --devices logical, or sync-dp (explicit ring all-reduce) on worker processes")
     if batch_size % k:
-        raise HgpartError(f"batch size {batch_size} is not divisible by K = {k} replicas", where="sync-dp-mirrored")
+        raise BadOptionError(f"batch size {batch_size} is not divisible by K = {k} replicas", where="sync-dp-mirrored",
+                             option="batch_size", value=batch_size)
     strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice(host))
     t0 = [v.numpy() for v in model.trainable_variables]
     n0 = [v.numpy() for v in model.non_trainable_variables]
@@ -395,16 +400,18 @@ def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
 
 
 # ----------------------------------------------------------------------------------- async (PS)
-def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, name: str) -> DataParallel:
+def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, strategy: Strategy) -> DataParallel:
     import tensorflow as tf
 
     k = len(devices)
+    name = strategy.name
     if batch_size % k:
-        raise HgpartError(f"batch size {batch_size} is not divisible by K = {k} workers", where=name,
-                          fix="use a batch size that is a multiple of K")
+        raise BadOptionError(f"batch size {batch_size} is not divisible by K = {k} workers", where=name,
+                             fix="use a batch size that is a multiple of K", option="batch_size", value=batch_size)
     t0 = [v.numpy() for v in model.trainable_variables]
     n0 = [v.numpy() for v in model.non_trainable_variables]
-    if name == "async-dp-1ps":
+    one_ps = strategy.param_sync is ParamSync.ONE_PS
+    if one_ps:
         t_dev = [devices[0]] * len(t0)
         n_dev = [devices[0]] * len(n0)
     else:
@@ -455,40 +462,37 @@ def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
     return DataParallel(name, k, batch_size, wb, fns, comm, feed, "graph", params, _evaluator(model, tv, nv, host),
                         slot_devices=list(devices), weights=lambda: [v.numpy() for v in tv],
                         replica_weights=lambda: [[v.numpy() for v in tv]], concretes=cfs, host=host,
-                        notes=("one parameter server on device 0" if name == "async-dp-1ps" else
+                        notes=("one parameter server on device 0" if one_ps else
                                "parameters greedily by size: " + ", ".join(
                                    f"dev{i} {loads[dv] / 2**20:.2f} MiB" for i, dv in enumerate(devices)))
                         + f"; {k} asynchronous workers of {wb} images; a step = {k} worker updates")
 
 
-def make_strategy(name: str, keras_model: Any, device_set: Any, opt: Any, *, batch_size: int) -> DataParallel:
-    """Compile data-parallel strategy ``name`` (see the module docstring) for ``keras_model`` on ``device_set``."""
+def make_strategy(strategy: str | Strategy, keras_model: Any, device_set: Any, opt: Any, *,
+                  batch_size: int) -> DataParallel:
+    """Compile a data-parallel ``strategy`` (a :class:`~hgpart.runtime.strategy.Strategy` or its name; see the
+    module docstring) for ``keras_model`` on ``device_set``."""
     devices = list(device_set.devices)
     host = getattr(device_set, "host", None) or devices[0]
-    if name not in DP_STRATEGIES:
-        raise HgpartError(f"unknown data-parallel strategy {name!r}", fix=f"use one of {DP_STRATEGIES}")
-    if name == "single":
-        return _sync(keras_model, devices[:1], host, opt, batch_size, "single")
-    if name == "sync-dp":
-        return _sync(keras_model, devices, host, opt, batch_size, "sync-dp")
-    if name == "sync-dp-mirrored":
+    s = Strategy.parse(strategy, where="data-parallel strategy")
+    if s.is_model_parallel:
+        raise BadOptionError(f"{s.name} is model parallelism, not a data-parallel strategy", value=s.name,
+                             fix=f"use one of {DP_STRATEGIES}")
+    if s.param_sync is ParamSync.RING:  # "single" is the ring on one device: no communication
+        return _sync(keras_model, devices if s.parallelism is Parallelism.DATA else devices[:1], host, opt, batch_size,
+                     s.name)
+    if s.param_sync is ParamSync.MIRRORED:
         return _mirrored(keras_model, devices, host, opt, batch_size)
-    return _async_ps(keras_model, devices, host, opt, batch_size, name)
+    return _async_ps(keras_model, devices, host, opt, batch_size, s)
 
 
 # ------------------------------------------------------------------------------------------- driver
 def run_slots(fns: Sequence[Callable[[np.ndarray, np.ndarray], float]], xs: np.ndarray, ys: np.ndarray, *,
-              on_task: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run tasks ``xs[i], ys[i]`` with one thread per slot function; each thread takes the next task when free.
+              on_step: Callable[[StepRecord], None] | None = None) -> list[StepRecord]:
+    """Run tasks ``xs[i], ys[i]`` on the shared step driver (:func:`hgpart.runtime.pipeline.run_slots`).
 
-    Returns one row per task (``task``, ``slot``, ``loss``, ``start_s``, ``end_s``, ``batch_s``) in finishing order.
+    One thread per slot function; each takes the next task when free. Returns one
+    :class:`~hgpart.runtime.pipeline.StepRecord` per task in finishing order.
     """
-    from hgpart.runtime.pipeline import run_slots as drive
-
-    def record(row: dict[str, Any], done: int) -> None:
-        if on_task is not None:
-            on_task(row)
-
-    return drive(fns, len(xs), lambda i: (xs[i], ys[i]), on_task=record, thread_name="hgpart-dp")
-
-
+    return drive(fns, len(xs), stacked_tasks(xs, ys), images_per_task=int(xs.shape[1]) if xs.ndim > 1 else 0,
+                 on_step=on_step, thread_name="hgpart-dp")

@@ -1,15 +1,21 @@
-"""The threaded asynchronous driver shared by every strategy (thesis §4.2).
+"""The one threaded asynchronous step driver, shared by every strategy (thesis §4.2).
 
 Usage::
 
-    rows = run_slots([step] * inflight, steps, lambda i: batch(i))
+    from hgpart.runtime.pipeline import run_slots, shuffled_batches, stacked_tasks
+    records = run_slots([step] * inflight, steps, shuffled_batches(x, y, batch_size=32, seed=0),
+                        images_per_task=32)
+    records[-1].loss, records[-1].images_per_s
 
 One thread per slot function; whenever a thread is free it takes the next
 task (``task(i)`` gives its inputs), so several batches are in flight and no
 device waits for a whole step to drain. The model-parallel pipeline
-(:func:`hgpart.runtime.train.run_pipeline`) and the data-parallel workers
-(:func:`hgpart.runtime.dataparallel.run_slots`) both run on it. The first
-failure stops every thread and is re-raised in the caller as one HgpartError.
+(:func:`hgpart.runtime.train.run_pipeline`: K threads sharing one partitioned
+step) and the data-parallel strategies (:func:`hgpart.runtime.dataparallel.run_slots`:
+one thread per worker's step) both run on it and get the same
+:class:`StepRecord` per finished task. The first failure stops every thread and
+is re-raised in the caller as one :class:`~hgpart.errors.DeviceError` (an
+:class:`~hgpart.errors.HgpartError` raised by a step passes through as it is).
 """
 
 from __future__ import annotations
@@ -17,69 +23,139 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from hgpart.errors import HgpartError
+import numpy as np
 
-__all__ = ["run_slots"]
+from hgpart.errors import DeviceError, HgpartError
+
+__all__ = ["StepRecord", "run_slots", "shuffled_batches", "stacked_tasks"]
+
+#: what a task provides: the arguments of one call of a slot function
+Task = Callable[[int], tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One finished task: which slot ran it, its loss and when (seconds since the driver started)."""
+
+    step: int  # task index, in the order tasks were handed out (0, 1, ...)
+    slot: int  # the thread (and slot function) that ran it
+    loss: float
+    start_s: float
+    end_s: float
+    batch_s: float  # end_s - start_s
+    images_per_s: float  # images of all tasks finished so far / end_s (0 when images per task is not given)
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    #: columns of a CSV step log, in order
+    COLUMNS = ("step", "slot", "loss", "start_s", "end_s", "batch_s", "images_per_s")
+
+
+def shuffled_batches(x: np.ndarray, y: np.ndarray, *, batch_size: int, seed: int) -> Task:
+    """Task ``i`` = the i-th ``batch_size`` slice of one seeded permutation of ``x, y`` (wrapping around)."""
+    order = np.random.default_rng(seed).permutation(len(x))
+
+    def batch(i: int) -> tuple[np.ndarray, np.ndarray]:
+        idx = np.take(order, np.arange(i * batch_size, (i + 1) * batch_size), mode="wrap")
+        return x[idx], y[idx]
+
+    return batch
+
+
+def stacked_tasks(xs: np.ndarray, ys: np.ndarray) -> Task:
+    """Task ``i`` = ``xs[i], ys[i]`` (the batches are already cut and stacked along the first axis)."""
+    return lambda i: (xs[i], ys[i])
+
+
+class _Driver:
+    """The state the slot threads share: next task, finished records, first error; all under one lock."""
+
+    def __init__(self, fns: Sequence[Callable[..., Any]], n_tasks: int, task: Task, images_per_task: int,
+                 on_step: Callable[[StepRecord], None] | None) -> None:
+        self.fns, self.n_tasks, self.task = fns, n_tasks, task
+        self.images_per_task = images_per_task
+        self.on_step = on_step
+        self.lock = threading.Lock()
+        self.next = 0
+        self.records: list[StepRecord] = []
+        self.errors: list[BaseException] = []
+        self.t0 = time.perf_counter()
+
+    def _take(self) -> int | None:
+        with self.lock:
+            if self.errors or self.next >= self.n_tasks:
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def _finish(self, i: int, slot: int, loss: Any, start: float, end: float) -> None:
+        with self.lock:
+            done = len(self.records) + 1
+            end_s = end - self.t0
+            rec = StepRecord(step=i, slot=slot, loss=float(loss), start_s=start - self.t0, end_s=end_s,
+                             batch_s=end - start, images_per_s=done * self.images_per_task / max(end_s, 1e-9))
+            self.records.append(rec)
+            if self.on_step is not None:
+                self.on_step(rec)
+
+    def work(self, slot: int) -> None:
+        fn = self.fns[slot]
+        while (i := self._take()) is not None:
+            args = self.task(i)
+            start = time.perf_counter()
+            try:
+                loss = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                with self.lock:
+                    self.errors.append(exc)
+                return
+            self._finish(i, slot, loss, start, time.perf_counter())
 
 
 def run_slots(
     fns: Sequence[Callable[..., Any]],
     n_tasks: int,
-    task: Callable[[int], tuple[Any, ...]],
+    task: Task,
     *,
-    on_task: Callable[[dict[str, Any], int], None] | None = None,
+    images_per_task: int = 0,
+    on_step: Callable[[StepRecord], None] | None = None,
     fix: str | None = None,
     thread_name: str = "hgpart-slot",
-) -> list[dict[str, Any]]:
+) -> list[StepRecord]:
     """Run tasks ``0..n_tasks-1``, each as ``fns[slot](*task(i))`` on the first free slot.
 
-    Returns one row per task (``task``, ``slot``, ``loss``, ``start_s``, ``end_s``,
-    ``batch_s``) sorted by finishing time. ``on_task(row, done)`` is called under
-    the lock with the number of tasks finished so far.
+    Args:
+        fns: one step function per thread; the same function may appear several times (K batches in flight).
+        n_tasks: how many tasks to run.
+        task: the arguments of task ``i`` (see :func:`shuffled_batches`, :func:`stacked_tasks`).
+        images_per_task: images one task consumes, for :attr:`StepRecord.images_per_s`.
+        on_step: called under the driver's lock with each record as its task finishes.
+        fix: the hint of the :class:`~hgpart.errors.DeviceError` raised when a step fails.
+        thread_name: prefix of the threads' names (seen in profiler traces).
+
+    Returns:
+        One :class:`StepRecord` per task, sorted by finishing time.
+
+    Raises:
+        DeviceError: a step raised an exception that is not an :class:`~hgpart.errors.HgpartError`.
     """
-    lock = threading.Lock()
-    nxt = [0]
-    rows: list[dict[str, Any]] = []
-    errors: list[BaseException] = []
-    t0 = time.perf_counter()
-
-    def worker(slot: int) -> None:
-        fn = fns[slot]
-        while True:
-            with lock:
-                if errors or nxt[0] >= n_tasks:
-                    return
-                i = nxt[0]
-                nxt[0] += 1
-            args = task(i)
-            start = time.perf_counter()
-            try:
-                loss = fn(*args)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                with lock:
-                    errors.append(exc)
-                return
-            end = time.perf_counter()
-            with lock:
-                row = {"task": i, "slot": slot, "loss": loss, "start_s": start - t0, "end_s": end - t0,
-                       "batch_s": end - start}
-                rows.append(row)
-                if on_task is not None:
-                    on_task(row, len(rows))
-
-    threads = [threading.Thread(target=worker, args=(s,), daemon=True, name=f"{thread_name}{s}")
+    drv = _Driver(fns, n_tasks, task, images_per_task, on_step)
+    threads = [threading.Thread(target=drv.work, args=(s,), daemon=True, name=f"{thread_name}{s}")
                for s in range(len(fns))]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    if errors:
-        exc = errors[0]
+    if drv.errors:
+        exc = drv.errors[0]
         if isinstance(exc, HgpartError):
             raise exc
-        raise HgpartError(f"a training step failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-                          where="runtime", fix=fix)
-    rows.sort(key=lambda r: r["end_s"])
-    return rows
+        raise DeviceError(f"a training step failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                          if str(exc) else f"a training step failed: {type(exc).__name__}",
+                          where="runtime", fix=fix, cause=type(exc).__name__)
+    drv.records.sort(key=lambda r: r.end_s)
+    return drv.records

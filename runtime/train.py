@@ -31,11 +31,13 @@ import csv
 import io
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
 
 from hgpart.errors import HgpartError
 from hgpart.fileio import atomic_write_text, write_json
@@ -56,7 +58,7 @@ class TrainResult:
     seconds: float
     images_per_s: float
     losses: list[float]
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[StepRecord] = field(default_factory=list)
     traffic: Any = None
     predicted_fwd_bytes: float = 0.0
     #: per part: busy fraction in the --trace steps (union of its op intervals / traced wall time); [] untraced
@@ -119,47 +121,35 @@ def build_for_placement(pl: Placement, *, seed: int = 0) -> Any:
 
 # -------------------------------------------------------------------------------------------- pipeline
 def run_pipeline(step: Any, x: np.ndarray, y: np.ndarray, *, steps: int, batch_size: int, inflight: int,
-                 on_step: Any = None, seed: int = 0) -> list[dict[str, Any]]:
-    """Run ``steps`` steps with ``inflight`` worker threads, each taking the next batch as soon as it is free."""
-    from hgpart.runtime.pipeline import run_slots
-
-    order = np.random.default_rng(seed).permutation(len(x))
-
-    def batch(i: int) -> tuple[np.ndarray, np.ndarray]:
-        idx = np.take(order, np.arange(i * batch_size, (i + 1) * batch_size), mode="wrap")
-        return x[idx], y[idx]
-
-    def record(row: dict[str, Any], done: int) -> None:
-        row["step"] = row["task"]
-        row["images_per_s"] = done * batch_size / max(row["end_s"], 1e-9)
-        if on_step is not None:
-            on_step(row)
-
-    return run_slots([step] * max(1, inflight), steps, batch, on_task=record,
+                 on_step: Callable[[StepRecord], None] | None = None, seed: int = 0) -> list[StepRecord]:
+    """Run ``steps`` steps of one partitioned ``step`` on the shared driver (:func:`hgpart.runtime.pipeline.run_slots`)
+    with ``inflight`` threads, each taking the next shuffled batch as soon as it is free."""
+    return run_slots([step] * max(1, inflight), steps, shuffled_batches(x, y, batch_size=batch_size, seed=seed),
+                     images_per_task=batch_size, on_step=on_step,
                      fix="check the devices (a worker may have died) and the placement")
 
 
-def _write_log(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+def _write_log(path: Path, rows: list[StepRecord], meta: dict[str, Any]) -> None:
+    """The step log: CSV (one line per step) or JSON (``meta`` and the steps)."""
     if path.suffix == ".csv":
         buf = io.StringIO()
-        cols = ["step", "slot", "loss", "start_s", "end_s", "batch_s", "images_per_s"]
-        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        w = csv.DictWriter(buf, fieldnames=list(StepRecord.COLUMNS))
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(r.to_dict() for r in rows)
         atomic_write_text(path, buf.getvalue())
     else:
-        write_json(path, {"meta": meta, "steps": rows})
+        write_json(path, {"meta": meta, "steps": [r.to_dict() for r in rows]})
 
 
-def _write_trace(folder: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> Path:
+def _write_trace(folder: Path, rows: list[StepRecord], meta: dict[str, Any]) -> Path:
     """Chrome/Perfetto trace of the pipeline: one row per in-flight slot, one span per batch."""
     events: list[dict[str, Any]] = [{"ph": "M", "pid": 1, "name": "process_name",
                                      "args": {"name": f"hgpart {meta['mode']} pipeline on {meta['devices']}"}}]
-    for s in sorted({r["slot"] for r in rows}):
+    for s in sorted({r.slot for r in rows}):
         events.append({"ph": "M", "pid": 1, "tid": s, "name": "thread_name", "args": {"name": f"slot {s}"}})
     for r in rows:
-        events.append({"ph": "X", "pid": 1, "tid": r["slot"], "name": f"batch {r['step']}",
-                       "ts": r["start_s"] * 1e6, "dur": r["batch_s"] * 1e6, "args": {"loss": r["loss"]}})
+        events.append({"ph": "X", "pid": 1, "tid": r.slot, "name": f"batch {r.step}",
+                       "ts": r.start_s * 1e6, "dur": r.batch_s * 1e6, "args": {"loss": r.loss}})
     return write_json(folder / "pipeline_trace.json", {"traceEvents": events, "displayTimeUnit": "ms"})
 
 
@@ -245,9 +235,9 @@ def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps:
         task = bar.add_task("train", total=steps, loss=float("nan"), ips=0.0)
         bar.start()
 
-    def on_step(row: dict[str, Any]) -> None:
+    def on_step(rec: StepRecord) -> None:
         if bar is not None:
-            bar.update(task, advance=1, loss=row["loss"], ips=row["images_per_s"])
+            bar.update(task, advance=1, loss=rec.loss, ips=rec.images_per_s)
 
     dtrace = None
     if trace is not None:  # a few extra steps under the profiler, before (and not in) the timed run
@@ -280,7 +270,7 @@ def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps:
         _write_log(Path(log), rows, meta)
     pred = float(pl.recompute_metrics().comm_volume_mib) * 2**20 * B / pl.batch_size
     return TrainResult(steps=len(rows), images=len(rows) * B, seconds=secs, images_per_s=len(rows) * B / secs,
-                       losses=[r["loss"] for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
+                       losses=[r.loss for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
                        device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files,
                        compute=pm.compute_overhead())
 

@@ -63,7 +63,7 @@ def test_epoch_rows_and_heatmap_shares() -> None:
     r = next(x for x in rows if x["n"] == 2 and x["batch_size"] == 4)
     hp = cmp.find("hypergraph", "coarse", 2, 0.1)
     assert r["dp_epoch_gib"] == pytest.approx(250 * 2 * 1 * g.total_params * 4 / 2**30)
-    assert r["hp_coarse_epoch_gib"] == pytest.approx(250 * 2 * hp.metrics["comm_volume_mib"] / 1024)
+    assert r["hp_coarse_epoch_gib"] == pytest.approx(250 * 2 * hp.metrics.comm_volume_mib / 1024)
     assert r["hp_coarse_reduction_pct"] == pytest.approx(100 * (1 - r["hp_coarse_epoch_gib"] / r["dp_epoch_gib"]))
     choice = heatmap_choice(cmp)
     assert choice.method == "hypergraph" and choice.k == 4
@@ -174,10 +174,10 @@ def test_every_coarse_result_carries_a_proven_bound_and_gap() -> None:
     checked = 0
     for r in coarse:
         c = r.certificate
-        vol = r.metrics["comm_volume_mib"] * MIB
+        vol = r.metrics.comm_volume_mib * MIB
         assert c["status"] == "ok", (r.label, c)
         assert 0.0 <= c["lower_bound_bytes"] <= vol + 1e-6
-        assert c["epsilon"] >= max(r.epsilon or 0.0, r.metrics["max_over_avg"] - 1.0) - 1e-9
+        assert c["epsilon"] >= max(r.epsilon or 0.0, r.metrics.max_over_avg - 1.0) - 1e-9
         assert c["gap"] == pytest.approx(vol / c["lower_bound_bytes"] - 1.0) if c["lower_bound_bytes"] > 0 else True
         # the bound holds for every placement within that imbalance: random balanced ones included
         cap = (1.0 + c["epsilon"]) * hg.vertex_weight.sum() / r.k

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from hgpart.runtime.devices import open_devices
+from hgpart.runtime.strategy import Strategy
 
 from hgpart.compare import measured
 from hgpart.compare.measured import run_measured
@@ -57,10 +58,10 @@ def test_failing_strategies_are_reported_not_raised(tmp_path, monkeypatch: pytes
     ds = open_devices("logical", 4)
     real = measured._compile
 
-    def broken(method: str, *args, **kwargs):  # noqa: ANN202
-        if method == "async-dp-1ps":
+    def broken(strategy: Strategy, *args, **kwargs):  # noqa: ANN202
+        if strategy.name == "async-dp-1ps":
             raise RuntimeError("injected failure")
-        return real(method, *args, **kwargs)
+        return real(strategy, *args, **kwargs)
 
     monkeypatch.setattr(measured, "_compile", broken)
     # batch 6 over K = 4: sync DP cannot split it; the injected error stops async-dp-1ps; single still runs

@@ -47,7 +47,7 @@ def test_strategy_lowers_the_loss_on_a_fixed_batch(name: str) -> None:
     ys = np.stack([y[i * s.task_batch:(i + 1) * s.task_batch] for i in range(per)] * 6)
     rows = run_slots(s.slot_fns, xs, ys)
     assert len(rows) == len(xs)
-    assert {r["slot"] for r in rows} <= set(range(len(s.slot_fns)))
+    assert {r.slot for r in rows} <= set(range(len(s.slot_fns)))
     _, loss1 = s.evaluate(x, y)
     assert loss1 < loss0 - 0.05, (name, loss0, loss1)
 

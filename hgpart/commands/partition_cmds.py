@@ -26,7 +26,7 @@ from typing import Annotated, Any
 import typer
 
 from hgpart.cli import app
-from hgpart.errors import HgpartError
+from hgpart.errors import HgpartError, MissingProfileError
 
 __all__ = ["build", "partition_cmd", "metrics", "load_inputs"]
 
@@ -64,10 +64,11 @@ def load_inputs(
     path = profile if profile is not None else default_profile_path(graph, batch_size or 32)
     if not Path(path).is_file():
         b = batch_size or 32
-        raise HgpartError(
+        raise MissingProfileError(
             f"no profile {str(path)!r} for {graph.name} at input {graph.input_tag} batch {b}",
             fix=f"run `hgpart profile --model {model} --input {graph.input_tag} --batch-size {b}` "
                 "or pass --analytic (FLOP counts) or --profile FILE",
+            path=str(path), model=graph.name, batch_size=b,
         )
     prof = Profile.load(path)
     prof.check(graph, path=str(path))

@@ -38,6 +38,7 @@ def quickstart(
     devices = open_devices("logical", k)  # before anything initialises TensorFlow
     try:
         from hgpart.commands.partition_cmds import _build, load_inputs
+        from hgpart.errors import MissingProfileError
         from hgpart.partitioners import partition
         from hgpart.placement import Placement, default_placement_path
         from hgpart.runtime.train import train
@@ -45,11 +46,7 @@ def quickstart(
 
         try:
             graph, prof, prof_path = load_inputs(model, input, None, None, False, 32)
-        except Exception as exc:  # no committed profile for this model: fall back to FLOP counts
-            from hgpart.errors import HgpartError
-
-            if not isinstance(exc, HgpartError) or "no profile" not in exc.what:
-                raise
+        except MissingProfileError:  # no committed profile for this model: fall back to FLOP counts
             graph, prof, prof_path = load_inputs(model, input, None, None, True, 32)
         source = f"measured profile {prof_path}" if prof_path else "analytic FLOP counts"
         con.print(f"[bold]1. model[/] {graph.name} {list(graph.input_shape)}: {len(graph.layers)} layers, "

@@ -51,14 +51,17 @@ from typing import Any
 
 import numpy as np
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadFileError, BadOptionError, HgpartError
+from hgpart.runtime.pipeline import StepRecord
+from hgpart.runtime.strategy import STRATEGIES, Parallelism, PlacementKind, Strategy
 
 __all__ = ["METHODS", "MP_METHODS", "DP_METHODS", "MeasuredRun", "MeasuredComparison", "run_measured",
            "REFERENCE_METHOD"]
 
-MP_METHODS = ("layerwise-async", "layerwise-sync", "coarse-async", "coarse-sync", "fine-async", "fine-sync")
-DP_METHODS = ("sync-dp", "sync-dp-mirrored", "async-dp-1ps", "async-dp-dps")
-METHODS = ("single", *MP_METHODS, *DP_METHODS)
+#: the strategies' names (:data:`hgpart.runtime.strategy.STRATEGIES`), as the CLI and the JSON spell them
+METHODS = tuple(STRATEGIES)
+MP_METHODS = tuple(n for n, s in STRATEGIES.items() if s.parallelism is Parallelism.MODEL)
+DP_METHODS = tuple(n for n, s in STRATEGIES.items() if s.parallelism is Parallelism.DATA)
 #: the hypergraph model parallelism the ratios are taken against (the thesis's choice, §5.2.2)
 REFERENCE_METHOD = "coarse-async"
 
@@ -134,24 +137,22 @@ class MeasuredComparison:
             runs = [MeasuredRun(**r) for r in d["runs"]]
             return MeasuredComparison(**{**d, "runs": runs})
         except (KeyError, TypeError) as exc:
-            raise HgpartError(f"not a measured comparison: {exc}", where="measured.json",
-                              fix="pass a measured.json written by hgpart compare-run") from None
+            raise BadFileError(f"not a measured comparison: {exc}", where="measured.json",
+                               fix="pass a measured.json written by hgpart compare-run") from None
 
 
 # --------------------------------------------------------------------------------------------- setup
-def _placement(graph: Any, method: str, k: int, batch_size: int, *, profile: Any, backend: str, epsilon: float,
-               seed: int) -> Any:
-    """Compile the placement of a model-parallel method (layer-wise backend, or the hypergraph backend)."""
+def _placement(graph: Any, kind: PlacementKind, k: int, batch_size: int, *, profile: Any, backend: str,
+               epsilon: float, seed: int) -> Any:
+    """Compile the placement of a model-parallel strategy (layer-wise backend, or the hypergraph backend)."""
     from hgpart.hypergraph import build_hypergraph
     from hgpart.partitioners import partition
     from hgpart.placement import Placement
     from hgpart.profile import analytic_profile
 
     prof = profile if profile is not None else analytic_profile(graph, batch_size)
-    family = method.split("-")[0]
-    grain = "coarse" if family == "layerwise" else family
-    hg = build_hypergraph(graph, prof.work(), batch_size=batch_size, grain=grain)
-    be = "layerwise" if family == "layerwise" else backend
+    hg = build_hypergraph(graph, prof.work(), batch_size=batch_size, grain=kind.grain)
+    be = "layerwise" if kind is PlacementKind.LAYERWISE else backend
     res = partition(hg, k=k, backend=be, epsilon=epsilon, seed=seed)
     return Placement.from_vertex_parts(graph, hg, res.parts, k=k, method="layerwise" if be == "layerwise"
                                        else "hypergraph", work=prof.work(),
@@ -172,8 +173,8 @@ class _Compiled:
     node_devices: Callable[[], dict[str, str]] | None = None
 
 
-def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any, backend: str,
-             epsilon: float) -> _Compiled:
+def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any,
+             backend: str, epsilon: float) -> _Compiled:
     import keras
 
     from hgpart.models import load_keras_model
@@ -182,8 +183,8 @@ def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, s
     k = ds.k
     keras.utils.set_random_seed(seed)  # the same initial weights for every strategy
     model = load_keras_model(spec, input_shape=tuple(graph.input_shape), num_classes=graph.num_classes)
-    if method == "single" or method in DP_METHODS:
-        s = make_strategy(method, model, ds, opt, batch_size=B)
+    if not strategy.is_model_parallel:
+        s = make_strategy(strategy, model, ds, opt, batch_size=B)
         return _Compiled(s.slot_fns, s.task_batch, s.comm_bytes_per_step, s.feed_bytes_per_step, s.bytes_source,
                          s.evaluate, s.notes, node_devices=lambda: node_devices(s))
     from hgpart.frontend import layer_graph_from_keras
@@ -191,13 +192,15 @@ def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, s
     from hgpart.runtime.step import TrainStep
     from hgpart.runtime.traffic import measure_traffic
 
-    mode = method.split("-")[1]
-    if mode == "sync" and B % k:
-        raise HgpartError(f"batch size {B} is not divisible into K = {k} micro-batches", where=method)
-    pl = _placement(graph, method, k, B, profile=profile, backend=backend, epsilon=epsilon, seed=seed)
+    method = strategy.name
+    if not strategy.is_async and B % k:
+        raise BadOptionError(f"batch size {B} is not divisible into K = {k} micro-batches", where=method,
+                             option="batch_size", value=B)
+    assert strategy.placement is not None  # every model-parallel strategy has one (runtime.strategy)
+    pl = _placement(graph, strategy.placement, k, B, profile=profile, backend=backend, epsilon=epsilon, seed=seed)
     pl.check_model(layer_graph_from_keras(model, name=graph.name), where=f"{method} placement vs Keras model")
     pm = PartitionedModel(pl, model, ds.devices, host=ds.host)
-    step = TrainStep(pm, opt, batch_size=B, micro_batches=k if mode == "sync" else 1)
+    step = TrainStep(pm, opt, batch_size=B, micro_batches=1 if strategy.is_async else k)
     t = measure_traffic(step)
 
     def evaluate(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -209,10 +212,10 @@ def _compile(method: str, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, s
         return float(np.mean(np.argmax(p, axis=1) == y)), loss
 
     m = pl.recompute_metrics()
-    fns = [step] * (k if mode == "async" else 1)
+    fns = [step] * (k if strategy.is_async else 1)
     notes = (f"{pl.method} {pl.grain} placement, Comm. Vol {m.comm_volume_mib:.3f} MiB/forward, "
              f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
-             + ("; K batches in flight" if mode == "async" else "; K micro-batches per step"))
+             + ("; K batches in flight" if strategy.is_async else "; K micro-batches per step"))
     return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step)
 
 
@@ -232,6 +235,32 @@ def machine_info() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- run
+@dataclass
+class _Session:
+    """What every run of one comparison shares: the devices, the data and the settings."""
+
+    cmp: MeasuredComparison
+    graph: Any
+    ds: Any
+    opt: Any
+    x: np.ndarray
+    y: np.ndarray
+    ev: tuple[np.ndarray, np.ndarray]  # the fixed evaluation subset
+    profile: Any
+    epsilon: float
+    evals_per_epoch: int
+    trace_dir: Path | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The global steps of the runs at one batch size."""
+
+    batch_size: int
+    steps_per_epoch: int
+    total_steps: int
+
+
 def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: Path, *, seed: int,
            meta: dict[str, Any]) -> tuple[list[float], str, str]:
     """Device busy fractions of ``max(2, K)`` extra global steps under the profiler (see the module docstring)."""
@@ -242,23 +271,22 @@ def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: 
     from hgpart.runtime.devtrace import capture_device_trace
 
     per = B // c.task_batch
-    n_steps = max(2, ds.k)
     order = np.random.default_rng(seed).permutation(len(x))
-    ran = [0]  # on worker processes the profiler traces for a fixed time and steps run in rounds until it ends
+    ran: list[int] = []  # on worker processes the profiler traces for a fixed time; steps run in rounds till it ends
 
     def run(n: int) -> None:
-        ran[0] += n
+        ran.append(n)
         idx = np.take(order, np.arange(n * B), mode="wrap").reshape(n * per, c.task_batch)
         guarded(ds, run_slots, c.fns, x[idx], y[idx])
 
     nodes = c.node_devices() if c.node_devices is not None else None
     try:
-        dt = capture_device_trace(c.step, ds, run, folder, steps=n_steps, inflight=max(1, len(c.fns) // per),
+        dt = capture_device_trace(c.step, ds, run, folder, steps=max(2, ds.k), inflight=max(1, len(c.fns) // per),
                                   meta=meta, devices=list(ds.devices) if nodes is not None else None,
                                   node_devices=nodes)
     finally:
         shutil.rmtree(folder / "tf_profile", ignore_errors=True)  # raw XSpace files: large, already read
-    note = f"{ran[0]} extra steps after the timed run, {dt.wall_s * 1000:.0f} ms traced, ops per device " \
+    note = f"{sum(ran)} extra steps after the timed run, {dt.wall_s * 1000:.0f} ms traced, ops per device " \
            f"{dt.ops_per_device}" + (f", {dt.unmatched} kernel events not attributed" if dt.unmatched else "")
     return [float(b) for b in dt.busy], str(dt.path), note
 
@@ -268,72 +296,162 @@ def _cpu() -> float:
     return t.user + t.system
 
 
-def _one(method: str, B: int, cmp: MeasuredComparison, graph: Any, ds: Any, opt: Any, x: np.ndarray, y: np.ndarray,
-         ev: tuple[np.ndarray, np.ndarray], *, total_steps: int, steps_per_epoch: int, eval_every: int,
-         profile: Any, epsilon: float, on_steps: Callable[[int], None], trace_dir: Path | None = None) -> MeasuredRun:
-    from hgpart.runtime.cluster import guarded
-    from hgpart.runtime.dataparallel import run_slots
+def _summary(exc: BaseException, *, last: bool = True) -> str:
+    """A one-line summary of an unexpected exception: its first non-empty line, and (``last``) its last one, since
+    TensorFlow puts "in user code:" first and the actual error last."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
+    return lines[0] if len(lines) == 1 or not last else f"{lines[0]} ... {lines[-1]}"
 
-    run = MeasuredRun(method, B, "ok")
-    t0 = time.perf_counter()
-    c = _compile(method, cmp.spec, graph, ds, opt, B, seed=cmp.seed, profile=profile, backend=cmp.backend,
-                 epsilon=epsilon)
-    per = B // c.task_batch
+
+def _warm_up(c: _Compiled, x: np.ndarray, y: np.ndarray) -> None:
+    """One untimed call of each distinct step function (it trains, equally for every strategy)."""
     seen: set[int] = set()
-    for fn in c.fns:  # untimed warm-up of each distinct step function (it trains, equally for every method)
+    for fn in c.fns:
         if id(fn) not in seen:
             seen.add(id(fn))
             fn(x[: c.task_batch], y[: c.task_batch])
-    run.compile_seconds = time.perf_counter() - t0
-    run.comm_bytes_per_step, run.feed_bytes_per_step, run.bytes_source, run.notes = c.comm, c.feed, c.source, c.notes
 
-    acc, loss = c.evaluate(*ev)
-    run.curve.append({"wall_s": 0.0, "step": 0, "epoch": 0.0, "train_loss": None, "accuracy": acc,
-                      "loss": loss})
+
+def _batches(s: _Session, plan: _Plan, orders: dict[int, np.ndarray], done: int, n: int,
+             task_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Global steps ``done..done+n-1`` as tasks of ``task_batch`` images (one seeded permutation per epoch)."""
+    B, spe = plan.batch_size, plan.steps_per_epoch
+    idx = []
+    for step in range(done, done + n):
+        e, j = divmod(step, spe)
+        if e not in orders:
+            orders[e] = np.random.default_rng(s.cmp.seed + 1000 + e).permutation(len(s.x))
+        idx.append(orders[e][j * B:(j + 1) * B])
+    ib = np.concatenate(idx).reshape(n * (B // task_batch), task_batch)
+    return s.x[ib], s.y[ib]
+
+
+def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: Callable[[int], None]) -> None:
+    """The timed training of one run, evaluated (clock stopped) every ``eval_every`` global steps."""
+    from hgpart.runtime.cluster import guarded
+    from hgpart.runtime.dataparallel import run_slots
+
+    spe, per = plan.steps_per_epoch, plan.batch_size // c.task_batch
+    eval_every = max(1, spe // max(1, s.evals_per_epoch))
+    acc, loss = c.evaluate(*s.ev)
+    run.curve.append({"wall_s": 0.0, "step": 0, "epoch": 0.0, "train_loss": None, "accuracy": acc, "loss": loss})
     wall = cpu = 0.0
     busy = np.zeros(len(c.fns))
     done = 0
-    order: dict[int, np.ndarray] = {}
-    while done < total_steps:
-        n = min(eval_every, total_steps - done, steps_per_epoch - done % steps_per_epoch)
-        idx = []
-        for s in range(done, done + n):
-            e, j = divmod(s, steps_per_epoch)
-            if e not in order:
-                order[e] = np.random.default_rng(cmp.seed + 1000 + e).permutation(len(x))
-            idx.append(order[e][j * B:(j + 1) * B])
-        ib = np.concatenate(idx).reshape(n * per, c.task_batch)
-        xs, ys = x[ib], y[ib]
+    orders: dict[int, np.ndarray] = {}
+
+    def on_step(r: StepRecord) -> None:
+        if (r.step + 1) % per == 0:
+            on_steps(1)
+
+    while done < plan.total_steps:
+        n = min(eval_every, plan.total_steps - done, spe - done % spe)
+        xs, ys = _batches(s, plan, orders, done, n, c.task_batch)
         c0, w0 = _cpu(), time.perf_counter()
         # guarded: on worker processes a dead worker becomes one HgpartError in bounded time, never a hang
-        rows = guarded(ds, run_slots, c.fns, xs, ys,
-                       on_task=lambda r: on_steps(1) if (r["task"] + 1) % per == 0 else None)
-        dt = time.perf_counter() - w0
+        records: list[StepRecord] = guarded(s.ds, run_slots, c.fns, xs, ys, on_step=on_step)
+        wall += time.perf_counter() - w0
         cpu += _cpu() - c0
-        wall += dt
-        for r in rows:
-            busy[r["slot"]] += r["batch_s"]
+        np.add.at(busy, [r.slot for r in records], [r.batch_s for r in records])
         done += n
-        acc, loss = c.evaluate(*ev)
-        run.curve.append({"wall_s": wall, "step": done, "epoch": done / steps_per_epoch,
-                          "train_loss": float(np.mean([r["loss"] for r in rows])), "accuracy": acc, "loss": loss})
-        if run.time_to_target_s is None and acc >= cmp.target:
-            run.time_to_target_s, run.epochs_to_target = wall, done / steps_per_epoch
-    run.steps, run.epochs, run.train_seconds = done, done / steps_per_epoch, wall
-    run.epoch_seconds = wall / done * steps_per_epoch
-    run.images_per_s = done * B / wall
+        acc, loss = c.evaluate(*s.ev)
+        run.curve.append({"wall_s": wall, "step": done, "epoch": done / spe,
+                          "train_loss": float(np.mean([r.loss for r in records])), "accuracy": acc, "loss": loss})
+        if run.time_to_target_s is None and acc >= s.cmp.target:
+            run.time_to_target_s, run.epochs_to_target = wall, done / spe
+    run.steps, run.epochs, run.train_seconds = done, done / spe, wall
+    run.epoch_seconds = wall / done * spe
+    run.images_per_s = done * plan.batch_size / wall
     run.final_accuracy, run.final_loss = acc, loss
     run.cpu_cores = cpu / wall
     run.slot_busy = [float(b / wall) for b in busy]
-    if trace_dir is not None:  # after the timed run and its last evaluation: the curves are not affected
+
+
+def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int], None]) -> MeasuredRun:
+    """Compile, warm up, train and (with a trace folder) trace one strategy at one batch size."""
+    B, cmp = plan.batch_size, s.cmp
+    run = MeasuredRun(strategy.name, B, "ok")
+    t0 = time.perf_counter()
+    c = _compile(strategy, cmp.spec, s.graph, s.ds, s.opt, B, seed=cmp.seed, profile=s.profile, backend=cmp.backend,
+                 epsilon=s.epsilon)
+    _warm_up(c, s.x, s.y)
+    run.compile_seconds = time.perf_counter() - t0
+    run.comm_bytes_per_step, run.feed_bytes_per_step, run.bytes_source, run.notes = c.comm, c.feed, c.source, c.notes
+    _timed(s, c, plan, run, on_steps)
+    if s.trace_dir is not None:  # after the timed run and its last evaluation: the curves are not affected
         try:
             run.device_busy, run.trace_path, run.trace_note = _trace(
-                c, ds, x, y, B, trace_dir / f"{method}_bs{B}", seed=cmp.seed + 2000,
-                meta={"method": method, "batch_size": B, "k": ds.k, "devices": cmp.devices})
+                c, s.ds, s.x, s.y, B, s.trace_dir / f"{strategy.name}_bs{B}", seed=cmp.seed + 2000,
+                meta={"method": strategy.name, "batch_size": B, "k": s.ds.k, "devices": cmp.devices})
         except Exception as exc:  # noqa: BLE001 - a failed trace must not lose the measured run
-            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
-            run.trace_note = f"not traced: {type(exc).__name__}: {lines[0][:300]}"
+            run.trace_note = f"not traced: {type(exc).__name__}: {_summary(exc, last=False)[:300]}"
     return run
+
+
+def _attempt(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int], None]) -> MeasuredRun:
+    """:func:`_one`, or a ``failed`` run saying why: one strategy failing must not stop the comparison."""
+    try:
+        return _one(s, strategy, plan, on_steps)
+    except HgpartError as exc:
+        return MeasuredRun(strategy.name, plan.batch_size, "failed", reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - recorded with its type and message, the comparison goes on
+        return MeasuredRun(strategy.name, plan.batch_size, "failed",
+                           reason=f"{type(exc).__name__}: {_summary(exc)[:400]}")
+
+
+class _Bar:
+    """A rich progress bar: one line for all strategies, one per run while it trains; nothing if disabled."""
+
+    def __init__(self, enabled: bool, console: Any, total: int) -> None:
+        self.bar: Any = None
+        self.task: Any = None
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=console, transient=False)
+            self.overall = self.bar.add_task("all strategies", total=total)
+            self.bar.start()
+
+    def begin(self, label: str, total: int) -> None:
+        if self.bar is not None:
+            self.task = self.bar.add_task(label, total=total)
+
+    def steps(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=n)
+
+    def end(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, visible=False)
+            self.bar.update(self.overall, advance=1)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _plans(batch_sizes: Sequence[int], images: int, steps: int | None, epochs: float) -> list[_Plan]:
+    """Steps per epoch and total global steps at each batch size (``steps`` overrides ``epochs``)."""
+    plans = []
+    for B in batch_sizes:
+        spe = images // B
+        if spe < 1:
+            raise BadOptionError(f"batch size {B} exceeds the {images} digits images", where="--batch-sizes",
+                                 option="--batch-sizes", value=B)
+        total = int(steps) if steps is not None else max(1, int(round(epochs * spe)))
+        plans.append(_Plan(B, spe, total))
+    return plans
+
+
+def _strategies(methods: Sequence[str], target: float) -> list[Strategy]:
+    bad = [m for m in methods if m not in STRATEGIES]
+    if bad:
+        raise BadOptionError(f"unknown method(s) {bad}", where="--methods", fix=f"use any of {', '.join(METHODS)}",
+                             value=bad)
+    if not 0 < target <= 1:
+        raise BadOptionError(f"target accuracy {target} is not in (0, 1]", where="--target", value=target)
+    return [Strategy.parse(m) for m in methods]
 
 
 def run_measured(
@@ -365,77 +483,42 @@ def run_measured(
     ``steps`` (global steps per run) overrides ``epochs``; ``profile`` is a :class:`hgpart.profile.Profile` used for
     every placement (default: an analytic profile at each batch size). ``trace_dir``: trace each run's devices
     into ``trace_dir/<method>_bs<B>/`` (module docstring); ``None``: no trace.
+
+    Raises:
+        BadOptionError: an unknown method, a target outside (0, 1], a batch size above the dataset's size.
     """
     from hgpart.models import load_graph
     from hgpart.runtime.step import OptimizerSpec
     from hgpart.runtime.train import load_dataset
 
     started = time.perf_counter()
-    bad = [m for m in methods if m not in METHODS]
-    if bad:
-        raise HgpartError(f"unknown method(s) {bad}", where="--methods", fix=f"use any of {', '.join(METHODS)}")
-    if not 0 < target <= 1:
-        raise HgpartError(f"target accuracy {target} is not in (0, 1]", where="--target")
+    strategies = _strategies(methods, target)
     if steps is None and epochs is None:
         epochs = 1.0
-    opt = OptimizerSpec(optimizer, lr)
     graph = load_graph(model, input_shape=input_shape, num_classes=num_classes)
     ncls = graph.num_classes or 10
     x, y = load_dataset("digits", tuple(graph.input_shape), ncls, seed=seed)
-    rng = np.random.default_rng(seed)
-    ev_idx = np.sort(rng.choice(len(x), size=min(eval_n, len(x)), replace=False))
-    ev = (x[ev_idx], y[ev_idx])
+    ev_idx = np.sort(np.random.default_rng(seed).choice(len(x), size=min(eval_n, len(x)), replace=False))
     cmp = MeasuredComparison(
         model=graph.name, spec=model, input_shape=list(graph.input_shape), num_classes=ncls, k=device_set.k,
         devices=devices_label, batch_sizes=[int(b) for b in batch_sizes], epochs=float(epochs or 0.0),
         target=float(target), optimizer=optimizer, lr=float(lr), seed=seed, eval_n=len(ev_idx), images=len(x),
         profile="analytic (FLOPs) at each batch size" if profile is None else "given profile file",
-        backend=backend, methods=list(methods), machine=machine_info())
-    plan = []
-    for B in cmp.batch_sizes:
-        spe = len(x) // B
-        if spe < 1:
-            raise HgpartError(f"batch size {B} exceeds the {len(x)} digits images", where="--batch-sizes")
-        total = int(steps) if steps is not None else max(1, int(round(float(epochs) * spe)))
-        plan.append((B, spe, total))
+        backend=backend, methods=[st.name for st in strategies], machine=machine_info())
+    plans = _plans(cmp.batch_sizes, len(x), steps, float(epochs or 0.0))
     if steps is not None:
-        cmp.epochs = float(np.mean([t / s for _, s, t in plan]))
-    bar = None
-    if progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), console=console, transient=False)
-        overall = bar.add_task("all strategies", total=len(plan) * len(methods))
-        bar.start()
+        cmp.epochs = float(np.mean([p.total_steps / p.steps_per_epoch for p in plans]))
+    session = _Session(cmp, graph, device_set, OptimizerSpec(optimizer, lr), x, y, (x[ev_idx], y[ev_idx]), profile,
+                       epsilon, evals_per_epoch, Path(trace_dir) if trace_dir is not None else None)
+    bar = _Bar(progress, console, len(plans) * len(strategies))
     try:
-        for B, spe, total in plan:
-            for method in methods:
-                task = bar.add_task(f"{method} B={B}", total=total) if bar is not None else None
-
-                def on_steps(n: int, task: Any = task) -> None:
-                    if bar is not None:
-                        bar.update(task, advance=n)
-
-                try:
-                    run = _one(method, B, cmp, graph, device_set, opt, x, y, ev, total_steps=total,
-                               steps_per_epoch=spe, eval_every=max(1, spe // max(1, evals_per_epoch)),
-                               profile=profile, epsilon=epsilon, on_steps=on_steps,
-                               trace_dir=Path(trace_dir) if trace_dir is not None else None)
-                except HgpartError as exc:
-                    run = MeasuredRun(method, B, "failed", reason=str(exc))
-                except Exception as exc:  # noqa: BLE001 - one strategy failing must not stop the comparison
-                    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
-                    # TensorFlow puts "in user code:" first and the actual error last
-                    text = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
-                    run = MeasuredRun(method, B, "failed", reason=f"{type(exc).__name__}: {text[:400]}")
-                cmp.runs.append(run)
-                if bar is not None:
-                    bar.update(task, visible=False)
-                    bar.update(overall, advance=1)
+        for plan in plans:
+            for strategy in strategies:
+                bar.begin(f"{strategy.name} B={plan.batch_size}", plan.total_steps)
+                cmp.runs.append(_attempt(session, strategy, plan, bar.steps))
+                bar.end()
     finally:
-        if bar is not None:
-            bar.stop()
+        bar.stop()
     cmp.seconds = time.perf_counter() - started
     cmp.machine["loadavg_at_end"] = [round(v, 2) for v in os.getloadavg()]
     return cmp

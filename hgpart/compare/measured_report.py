@@ -26,8 +26,12 @@ from typing import Any
 from hgpart.compare.measured import REFERENCE_METHOD, MeasuredComparison, MeasuredRun
 from hgpart.compare.report import Table, pyplot_agg, save_png
 from hgpart.fileio import atomic_write_text
+from hgpart.runtime.strategy import Parallelism, Strategy
 
 __all__ = ["measured_tables", "print_measured", "write_measured", "ratio_rows"]
+
+#: curve styles: solid model parallelism, dashed data parallelism, dotted one device
+_LINE_STYLE = {Parallelism.MODEL: "-", Parallelism.DATA: "--", Parallelism.SINGLE: ":"}
 
 
 def _f(v: float | None, digits: int = 2) -> str:
@@ -110,7 +114,9 @@ def measured_tables(cmp: MeasuredComparison) -> list[Table]:
     notes = {}
     for r in cmp.runs:
         if r.status == "ok" and r.notes and r.method not in notes:
-            notes[r.method] = r.notes + (f" (BS={r.batch_size})" if "Comm. Vol" in r.notes else "")
+            # a model-parallel note quotes its placement's Comm. Vol, which depends on the batch size
+            mp = Strategy.parse(r.method).is_model_parallel
+            notes[r.method] = r.notes + (f" (BS={r.batch_size})" if mp else "")
     if notes:
         tables.append(Table("Strategy notes (first batch size)", ["Method", "Notes"],
                             [[m, n] for m, n in notes.items()]))
@@ -192,8 +198,7 @@ def _plots(cmp: MeasuredComparison, out: Path) -> list[str]:
         for r in runs:
             t = [p["wall_s"] for p in r.curve]
             # solid: model parallelism; dashed: data parallelism; dotted: one device. One colour per method.
-            style = ("-" if r.method.startswith(("coarse", "fine", "layerwise")) else
-                     ":" if r.method == "single" else "--")
+            style = _LINE_STYLE[Strategy.parse(r.method).parallelism]
             col = colors[(2 * cmp.methods.index(r.method)) % 20 + (cmp.methods.index(r.method) >= 10)]
             a1.plot(t, [p["loss"] for p in r.curve], style, marker=".", color=col, label=r.method)
             a2.plot(t, [p["accuracy"] for p in r.curve], style, marker=".", color=col, label=r.method)

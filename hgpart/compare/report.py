@@ -114,14 +114,14 @@ def build_tables(cmp: StaticComparison, *, images: int = 64000,
                 continue
             m = r.metrics
             work_rows.append([
-                str(r.k), _num(m["max_work"]), _num(m["min_work"]), _num(m["avg_work"]), _ratio(m["max_over_min"]),
-                _ratio(m["max_over_avg"]), _num(m["max_times_n"]), _thesis(r, "max_over_avg", _ratio),
+                str(r.k), _num(m.max_work), _num(m.min_work), _num(m.avg_work), _ratio(m.max_over_min),
+                _ratio(m.max_over_avg), _num(m.max_times_n), _thesis(r, "max_over_avg", _ratio),
                 f"{r.seconds:.2f}",
             ])
             comm_rows.append([
-                str(r.k), _num(m["comm_volume_mib"]), _num(m["max_comm_mib"]), _num(m["avg_comm_mib"]),
-                _ratio(m["max_over_avg_comm"]), _thesis(r, "comm_volume_mib"), _thesis(r, "max_comm_mib"),
-                _num(m["max_memory_bytes"] / GIB, 2), *_bound_cells(r),
+                str(r.k), _num(m.comm_volume_mib), _num(m.max_comm_mib), _num(m.avg_comm_mib),
+                _ratio(m.max_over_avg_comm), _thesis(r, "comm_volume_mib"), _thesis(r, "max_comm_mib"),
+                _num(m.max_memory_bytes / GIB, 2), *_bound_cells(r),
             ])
         cites = sorted({c["citation"] for r in rs for c in r.thesis.values()})
         cap = ("thesis: " + "; ".join(cites)) if cites else ""
@@ -148,7 +148,7 @@ def _overview(cmp: StaticComparison, col: str, what: str, fmt: Any) -> Table:
             elif r.status != "ok" or r.metrics is None:
                 row.append("n/p" if r.status == "not possible" else r.status)
             else:
-                cell = fmt(r.metrics[col])
+                cell = fmt(r.metrics.scalar(col))
                 if col in r.thesis:
                     cell += f" ({fmt(r.thesis[col]['value'])})"
                 row.append(cell)
@@ -209,7 +209,7 @@ def epoch_rows(cmp: StaticComparison, *, images: int, batch_sizes: Sequence[int]
                 r = cmp.find("hypergraph", grain, k, eps)
                 if r is None or r.status != "ok" or r.metrics is None:
                     continue
-                mp = mp_epoch_bytes(r.metrics["comm_volume_mib"] * MIB, at_batch=cmp.batch_size, batch_size=bs,
+                mp = mp_epoch_bytes(r.metrics.comm_volume_mib * MIB, at_batch=cmp.batch_size, batch_size=bs,
                                     images=images)
                 row[f"hp_{grain}_epoch_gib"] = mp / GIB
                 if dp is not None and dp.epoch_bytes > 0:
@@ -327,7 +327,7 @@ def result_rows(cmp: StaticComparison) -> list[dict[str, Any]]:
                              "epsilon": "" if r.epsilon is None else r.epsilon, "status": r.status,
                              "reason": r.reason, "backend": r.backend, "seconds": round(r.seconds, 4)}
         for key in scalar:
-            d[key] = "" if r.metrics is None else r.metrics[key]
+            d[key] = "" if r.metrics is None else getattr(r.metrics, key)
         for key in ("max_over_avg", "comm_volume_mib", "max_comm_mib", "avg_comm_mib", "max_work"):
             cell = r.thesis.get(key)
             d[f"thesis_{key}"] = "" if cell is None else cell["value"]
@@ -388,7 +388,7 @@ def _series(cmp: StaticComparison, col: str) -> list[tuple[str, list[int], list[
     for label, rs in _groups(cmp):
         ok = [r for r in rs if r.status == "ok" and r.metrics is not None]
         if ok:
-            out.append((label, [r.k for r in ok], [float(r.metrics[col]) for r in ok],  # type: ignore[index]
+            out.append((label, [r.k for r in ok], [r.metrics.scalar(col) for r in ok if r.metrics is not None],
                         [r.thesis[col]["value"] if col in r.thesis else None for r in ok]))
     return out
 
@@ -497,13 +497,14 @@ def _part_memory_plot(r: StaticResult, path: Path) -> Path:
     """Stacked per-part memory (parameters, optimizer state, activations) of one placement."""
     plt = pyplot_agg()
 
-    m = r.metrics or {}
+    m = r.metrics
     parts = np.arange(r.k)
     fig, ax = plt.subplots(figsize=(max(6, 0.3 * r.k + 3), 4.5))
     bottom = np.zeros(r.k)
-    for key, name in (("part_param_bytes", "parameters"), ("part_optimizer_bytes", "optimizer state (Adam)"),
-                      ("part_activation_bytes", "activations")):
-        vals = np.asarray(m.get(key, np.zeros(r.k)), dtype=float) / GIB
+    series = ((m.part_param_bytes, "parameters"), (m.part_optimizer_bytes, "optimizer state (Adam)"),
+              (m.part_activation_bytes, "activations")) if m is not None else ()
+    for values, name in series:
+        vals = np.asarray(values, dtype=float) / GIB
         ax.bar(parts, vals, bottom=bottom, label=name)
         bottom += vals
     ax.set_xlabel("part")

@@ -6,7 +6,7 @@ Usage::
     cmp = run_static(graph, profile, ks=[2, 4, 8], methods=["layerwise", "incremental", "hypergraph"],
                      grains=["coarse", "fine"], epsilons=[0.1], backend="auto")
     for r in cmp.results:
-        r.method, r.grain, r.k, r.status, r.metrics["comm_volume_mib"], r.thesis
+        r.method, r.grain, r.k, r.status, r.metrics.comm_volume_mib, r.thesis
 
 Methods (thesis §5.1): ``layerwise`` (whole layers, exact min-max DP; grain
 independent, so it runs on the first requested grain only), ``horizontal``
@@ -42,7 +42,7 @@ from hgpart.compare.thesis import thesis_applies, thesis_value
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph, build_hypergraph
 from hgpart.layergraph import LayerGraph
-from hgpart.metrics import MIB, partition_metrics
+from hgpart.metrics import MIB, PartitionMetrics, partition_metrics
 from hgpart.partitioners import BACKENDS, partition
 from hgpart.profile import Profile
 
@@ -75,7 +75,7 @@ class StaticResult:
     reason: str = ""
     backend: str = ""
     seconds: float = 0.0
-    metrics: dict[str, Any] | None = None
+    metrics: PartitionMetrics | None = None  # written to JSON as the _METRIC_KEEP fields
     thesis: dict[str, dict[str, Any]] = field(default_factory=dict)
     placement: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -97,6 +97,7 @@ class StaticResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "parts"}
+        d["metrics"] = None if self.metrics is None else self.metrics.to_dict(_METRIC_KEEP)
         d["label"] = self.label
         return d
 
@@ -304,12 +305,13 @@ def _certificate(hg: Hypergraph, res: StaticResult, k: int, eps: float | None,
     """The proven lower bound and gap of one coarse result, at the imbalance it reached (see certificate)."""
     from hgpart.partitioners.certificate import certify, not_computed
 
-    m = res.metrics or {}
+    m = res.metrics
     known = res.provenance.get("lower_bound_bytes")
     if time_limit is None and known is None:
         return not_computed("no --bound-time-limit").to_dict()
-    cert = certify(hg, k=k, epsilon=eps or 0.0, volume_bytes=m["comm_volume_mib"] * MIB,
-                   max_over_avg=m["max_over_avg"], known_bound=known, time_limit=time_limit or 0.0)
+    assert m is not None  # certified only when the run is "ok"
+    cert = certify(hg, k=k, epsilon=eps or 0.0, volume_bytes=m.comm_volume_mib * MIB,
+                   max_over_avg=m.max_over_avg, known_bound=known, time_limit=time_limit or 0.0)
     return cert.to_dict()
 
 
@@ -353,8 +355,7 @@ def _run_one(graph: LayerGraph, hg: Hypergraph, method: str, grain: str, k: int,
         return StaticResult(method, grain, k, eps, "failed", reason=exc.line(), backend=be,
                             seconds=time.perf_counter() - t0)
     seconds = time.perf_counter() - t0
-    m = partition_metrics(hg, res.parts, k).to_dict()
-    metrics = {key: m[key] for key in _METRIC_KEEP}
+    metrics = partition_metrics(hg, res.parts, k)
     prov = {"backend": be, "preset": res.preset, "backend_seconds": res.seconds,
             **{key: v for key, v in res.info.items() if isinstance(v, (int, float, str))}}
     if res.lower_bound_bytes is not None:
