@@ -1,8 +1,9 @@
 """The ``hgpart`` command line: one typer app, one module per command group.
 
 Each command module in :mod:`hgpart.commands` registers its commands on
-:data:`app` when imported. Errors a user can cause (:class:`HgpartError`) are
-printed as one red line and exit with code 2; no traceback.
+:data:`app` (defined in :mod:`hgpart.commands`, which imports none of them)
+when imported. Errors a user can cause (:class:`HgpartError`) are printed as
+one red line and exit with code 2; no traceback.
 """
 
 from __future__ import annotations
@@ -11,19 +12,10 @@ import importlib
 import os
 import sys
 
-import typer
-
+from hgpart.commands import app
 from hgpart.errors import HgpartError
 
 __all__ = ["app", "main"]
-
-app = typer.Typer(
-    name="hgpart",
-    help="Model parallelism for CNNs chosen by hypergraph partitioning: profile, build, partition, train, compare.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
 
 #: command modules, imported in pipeline order
 COMMAND_MODULES = [

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import typer
 
-from hgpart.cli import app
+from hgpart.commands import app
 
 __all__ = ["compare", "parse_int_list", "parse_float_list", "parse_name_list"]
 

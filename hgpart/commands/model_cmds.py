@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from hgpart.cli import app
+from hgpart.commands import app
 
 __all__ = ["info", "profile"]
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hgpart.cli import app
+from hgpart.commands import app
 from hgpart.errors import HgpartError, MissingProfileError
 
 __all__ = ["build", "partition_cmd", "metrics", "load_inputs"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from hgpart.cli import app
+from hgpart.commands import app
 
 __all__ = ["quickstart"]
 
