@@ -2,8 +2,8 @@
 
 Run (from the repository root)::
 
-    python benchmarks/compare_runtime.py                 # full: minivgg 32x32, K=2, BS 16,32,64, 4 epochs (< 15 min)
-    python benchmarks/compare_runtime.py --quick         # CI size: minivgg 16x16, K=2, BS 16, 8 steps (< 1 min)
+    python benchmarks/compare_runtime.py                 # full: minivgg 32x32, K=2, BS 16,32,64, 4 epochs
+    python benchmarks/compare_runtime.py --quick         # CI size: minivgg 16x16, K=2, BS 16, 8 steps
     python benchmarks/compare_runtime.py --devices local # worker processes instead of logical devices
 
 Prints the tables it measured in this run (per-epoch time, time to 90% training accuracy, images/s, bytes per
@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="CI size (< 1 minute)")
+    ap.add_argument("--quick", action="store_true", help="CI size (a few steps at one batch size)")
     ap.add_argument("--devices", default="logical", help="logical or local")
     ap.add_argument("--k", type=int, default=2)
     ap.add_argument("--model", default="minivgg")

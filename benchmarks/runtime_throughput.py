@@ -1,4 +1,4 @@
-"""Runtime throughput on real parallel devices: one pinned worker vs K=2 pinned local workers (issue 4 "Benchmark").
+"""Runtime throughput on real parallel devices: one pinned worker vs K=2 pinned local workers.
 
 Run::
 

@@ -11,8 +11,9 @@ So users can run other partitioners (hMetis, PaToH, KaHyPar's binary) on our
 models, and so our KaHyPar backends can read the graph from a file instead
 of from millions of Python lists. The text is produced with numpy: every
 integer is turned into ASCII digits in a handful of whole-array passes
-(one pass per decimal digit), never by per-pin Python formatting, so the
-1.6 M-vertex fine-grain VGG16 graph is written in seconds.
+(one pass per decimal digit), never by per-pin Python formatting, so a
+graph with millions of pins is written in whole-array time (measured sizes and
+times: benchmarks/results/README.md).
 
 hMetis (fmt 11)::
 

@@ -72,8 +72,8 @@ class TrainResult:
         """(n, mean loss of the first n steps to finish, of the last n): n = ``window``, fewer on short runs.
 
         Why: one batch's loss is noisy, more so in async mode where a batch may
-        see weights up to K updates old (minivgg quickstart, 30 steps: the last
-        step's loss ranged 0.34-3.84 over 14 runs that all trained).
+        see weights up to K updates old, so one step's loss can look like
+        divergence on a run that trains (see benchmarks/results/README.md).
         """
         n = max(1, min(window, len(self.losses) // 3))
         return n, float(np.mean(self.losses[:n])), float(np.mean(self.losses[-n:]))
