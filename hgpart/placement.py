@@ -189,6 +189,10 @@ class Placement:
         hg = self.hypergraph()
         return partition_metrics(hg, self.vertex_parts(hg), self.k, optimizer=optimizer)
 
+    def stored_metrics(self) -> PartitionMetrics | None:
+        """The metrics the file records (computed when it was made), typed; ``None`` if it records none."""
+        return None if self.metrics is None else PartitionMetrics.from_dict(self.metrics)
+
     def channel_parts(self) -> dict[str, np.ndarray]:
         """The part that owns (computes and holds) every output channel of every layer.
 

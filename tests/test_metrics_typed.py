@@ -52,3 +52,16 @@ def test_metric_errors_are_typed() -> None:
     assert info.value.expected == hg.num_vertices
     with pytest.raises(BadOptionError):
         partition_metrics(hg, np.zeros(hg.num_vertices, np.int64), 2, optimizer="rmsprop")
+
+
+def test_a_placement_gives_its_recorded_metrics_typed() -> None:
+    from hgpart.placement import Placement
+
+    g = toy_network()
+    hg = build_hypergraph(g, unit_work(g), batch_size=2, grain="coarse")
+    pl = Placement.from_vertex_parts(g, hg, np.arange(hg.num_vertices) % 2, k=2, method="hypergraph",
+                                     work=unit_work(g))
+    stored = pl.stored_metrics()
+    assert isinstance(stored, PartitionMetrics) and stored == pl.recompute_metrics()
+    pl.metrics = None
+    assert pl.stored_metrics() is None

@@ -232,19 +232,17 @@ def partition_cmd(
     }
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method="hypergraph", work=prof.work(),
                                      provenance=provenance)
+    m = pl.stored_metrics() or pl.recompute_metrics()
     if not bound:
         cert = not_computed("--no-bound")
     else:
         cert = certify(hg, k=k, epsilon=epsilon, volume_bytes=res.objective_bytes,
-                       max_over_avg=float((pl.metrics or {}).get("max_over_avg", 1.0)),
+                       max_over_avg=m.max_over_avg,
                        known_bound=res.lower_bound_bytes, time_limit=bound_time_limit)
     certificate = cert.to_dict()
     pl.provenance["lower_bound"] = certificate
     path = out or default_placement_path(graph.name, grain, k)
     pl.save(path)
-    from hgpart.metrics import PartitionMetrics
-
-    m = PartitionMetrics.from_dict(dict(pl.metrics or {}))
     print_metrics([(f"{backend} K={k}", m)], work_unit=prof.work_unit, batch_size=prof.batch_size, console=c)
     c.print(f"partitioned in {res.seconds:.2f} s (preset {res.preset}); km1 {res.objective_bytes / 2**20:,.3f} MiB "
             f"(backend's own figure {backend_bytes / 2**20 if backend_bytes is not None else float('nan'):,.3f} MiB); "
@@ -278,7 +276,7 @@ def metrics(
             f"{', backend ' + str(prov.get('backend')) if prov.get('backend') else ''}, batch {pl.batch_size}",
             highlight=False)
     print_metrics([(f"{pl.method} K={pl.k}", m)], work_unit=pl.work_unit, batch_size=pl.batch_size, console=c)
-    stored = (pl.metrics or {}).get("comm_volume_mib")
-    if stored is not None and abs(float(stored) - m.comm_volume_mib) > 1e-6 * max(1.0, m.comm_volume_mib):
-        c.print(f"[yellow]note:[/] the file records Comm. Vol {float(stored):,.3f} MiB; recomputed "
+    stored = pl.stored_metrics()
+    if stored is not None and abs(stored.comm_volume_mib - m.comm_volume_mib) > 1e-6 * max(1.0, m.comm_volume_mib):
+        c.print(f"[yellow]note:[/] the file records Comm. Vol {stored.comm_volume_mib:,.3f} MiB; recomputed "
                 f"{m.comm_volume_mib:,.3f} MiB", highlight=False)
