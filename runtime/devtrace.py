@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadFileError, DeviceError
 from hgpart.fileio import write_json
 
 __all__ = ["DeviceTrace", "OpEvent", "capture_device_trace", "read_xspace", "busy_fractions", "chrome_trace",
@@ -224,12 +224,13 @@ def capture_device_trace(step: Any, ds: Any, run: Callable[[int], Any], folder: 
         th.join(timeout=max(0.0, deadline - time.monotonic()))
         if th.is_alive() or errors:
             why = f"{type(errors[0]).__name__}: {str(errors[0]).splitlines()[0][:160]}" if errors else "timed out"
-            raise HgpartError(f"the workers' profiler trace failed ({why})", where="--trace",
+            raise DeviceError(f"the workers' profiler trace failed ({why})", where="--trace",
                               fix="run without --trace, or check that the workers are tf.distribute.Server processes")
     files = sorted(set(prof.rglob("*.xplane.pb")) - before)
     if not files:
-        raise HgpartError("the TensorFlow profiler wrote no trace file", where=f"--trace {folder}",
-                          fix="check that the folder is writable and no other profiler session is running")
+        raise BadFileError("the TensorFlow profiler wrote no trace file", where=f"--trace {folder}",
+                           fix="check that the folder is writable and no other profiler session is running",
+                           path=str(folder))
     events, unmatched = read_xspace(files, node_part)
     busy, wall = busy_fractions(events, len(devices))
     meta = dict(meta or {}, traced_wall_s=wall, unmatched_events=unmatched)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadOptionError
 from hgpart.metrics import OPTIMIZER_SLOTS
 
 __all__ = ["DataParallelCost", "data_parallel", "dp_step_bytes", "mp_epoch_bytes", "steps_per_epoch", "GIB"]
@@ -68,14 +68,15 @@ class DataParallelCost:
 
 def steps_per_epoch(images: int, batch_size: int) -> int:
     if images < 1 or batch_size < 1:
-        raise HgpartError(f"images ({images}) and batch size ({batch_size}) must be >= 1")
+        raise BadOptionError(f"images ({images}) and batch size ({batch_size}) must be >= 1",
+                             value=(images, batch_size))
     return math.ceil(images / batch_size)
 
 
 def dp_step_bytes(params: int, n: int, *, dtype_bytes: int = 4) -> float:
     """Ring all-reduce volume of one step: ``2 (N - 1) P d`` bytes."""
     if n < 1:
-        raise HgpartError(f"N = {n} must be >= 1")
+        raise BadOptionError(f"N = {n} must be >= 1", option="n", value=n)
     return 2.0 * (n - 1) * params * dtype_bytes
 
 
@@ -98,10 +99,11 @@ def data_parallel(
     """Per-step and per-epoch communication and per-device memory of N-way data parallelism."""
     slots = OPTIMIZER_SLOTS.get(optimizer)
     if slots is None:
-        raise HgpartError(f"unknown optimizer {optimizer!r}", fix=f"use one of {sorted(OPTIMIZER_SLOTS)}")
+        raise BadOptionError(f"unknown optimizer {optimizer!r}", fix=f"use one of {sorted(OPTIMIZER_SLOTS)}",
+                             option="optimizer", value=optimizer)
     if batch_size < n:
-        raise HgpartError(f"batch size {batch_size} is smaller than N = {n} replicas",
-                          fix="use a global batch of at least N samples")
+        raise BadOptionError(f"batch size {batch_size} is smaller than N = {n} replicas",
+                             fix="use a global batch of at least N samples", option="batch_size", value=batch_size)
     steps = steps_per_epoch(images, batch_size)
     step = dp_step_bytes(params, n, dtype_bytes=dtype_bytes)
     pbytes = float(params) * dtype_bytes

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from hgpart.compare.thesis import thesis_applies, thesis_value
-from hgpart.errors import HgpartError
+from hgpart.errors import BadOptionError, HgpartError
 from hgpart.hypergraph import Hypergraph, build_hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.metrics import MIB, PartitionMetrics, partition_metrics
@@ -174,23 +174,25 @@ def _validate(methods: Sequence[str], grains: Sequence[str], ks: Sequence[int], 
               backend: str) -> None:
     bad = [m for m in methods if m not in METHODS]
     if bad:
-        raise HgpartError(f"unknown method(s) {bad}", where="--methods", fix=f"use some of {','.join(METHODS)}")
+        raise BadOptionError(f"unknown method(s) {bad}", where="--methods", fix=f"use some of {','.join(METHODS)}",
+                             value=bad)
     badg = [g for g in grains if g not in GRAINS]
     if badg:
-        raise HgpartError(f"unknown grain(s) {badg}", where="--grains", fix="use coarse, fine or coarse,fine")
+        raise BadOptionError(f"unknown grain(s) {badg}", where="--grains", fix="use coarse, fine or coarse,fine",
+                             value=badg)
     if not methods or not grains or not ks:
-        raise HgpartError("nothing to compare: methods, grains and K must each list at least one value")
+        raise BadOptionError("nothing to compare: methods, grains and K must each list at least one value")
     if any(k < 1 for k in ks):
-        raise HgpartError(f"every K must be >= 1, got {list(ks)}", where="--k")
+        raise BadOptionError(f"every K must be >= 1, got {list(ks)}", where="--k", value=list(ks))
     if "hypergraph" in methods:
         if backend not in BACKENDS or backend in ("layerwise", "horizontal", "incremental"):
-            raise HgpartError(f"unknown hypergraph backend {backend!r}", where="--backend",
-                              fix="use auto, exact, mtkahypar, kahypar or block")
+            raise BadOptionError(f"unknown hypergraph backend {backend!r}", where="--backend",
+                                 fix="use auto, exact, mtkahypar, kahypar or block", value=backend)
         if not epsilons:
-            raise HgpartError("no epsilon given for hypergraph partitioning", where="--epsilon", fix="e.g. 0.1")
+            raise BadOptionError("no epsilon given for hypergraph partitioning", where="--epsilon", fix="e.g. 0.1")
         if any(not 0.0 <= e < 10.0 for e in epsilons):
-            raise HgpartError(f"imbalance epsilon out of range in {list(epsilons)}", where="--epsilon",
-                              fix="use values like 0.03,0.1,0.15,0.2")
+            raise BadOptionError(f"imbalance epsilon out of range in {list(epsilons)}", where="--epsilon",
+                                 fix="use values like 0.03,0.1,0.15,0.2", value=list(epsilons))
 
 
 def _plan(methods: Sequence[str], grains: Sequence[str], ks: Sequence[int],
