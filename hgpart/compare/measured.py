@@ -8,7 +8,9 @@ Usage::
     cmp = run_measured("minivgg", input_shape=(32, 32, 3), device_set=ds, batch_sizes=[16, 32, 64], epochs=3)
     write_measured(cmp, "reports/minivgg_measured")
 
-Strategies (:data:`METHODS`), all with the same data order, initial weights (seed), optimizer and global batch size:
+Strategies (:data:`METHODS`, the names of :data:`hgpart.runtime.strategy.STRATEGIES`; each run reads its
+:class:`~hgpart.runtime.strategy.Strategy`'s fields), all with the same data order, initial weights (seed),
+optimizer and global batch size:
 
 * ``single`` - one device; ``layerwise-*``, ``coarse-*``, ``fine-*`` - model parallelism from a placement compiled
   on the fly (layer-wise backend; coarse/fine hypergraph with the chosen backend) with the hgpart runtime, in its
