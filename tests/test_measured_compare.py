@@ -24,7 +24,7 @@ def test_quick_comparison_writes_every_report_file(tmp_path) -> None:
     assert [r.status for r in cmp.runs] == ["ok"] * 4, [r.reason for r in cmp.runs]
     for r in cmp.runs:
         assert r.steps == 2 and r.epoch_seconds > 0 and r.images_per_s > 0
-        assert len(r.curve) == 2 and 0.0 <= r.curve[-1]["accuracy"] <= 1.0
+        assert len(r.curve) == 2 and 0.0 <= r.curve[-1].accuracy <= 1.0
     by = {r.method: r for r in cmp.runs}
     assert by["single"].comm_bytes_per_step == 0
     assert by["coarse-async"].comm_bytes_per_step > 0 and by["sync-dp"].comm_bytes_per_step > 0

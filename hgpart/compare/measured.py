@@ -57,7 +57,7 @@ from hgpart.errors import BadFileError, BadOptionError, HgpartError
 from hgpart.runtime.pipeline import StepRecord
 from hgpart.runtime.strategy import STRATEGIES, Parallelism, PlacementKind, Strategy
 
-__all__ = ["METHODS", "MP_METHODS", "DP_METHODS", "MeasuredRun", "MeasuredComparison", "run_measured",
+__all__ = ["METHODS", "MP_METHODS", "DP_METHODS", "CurvePoint", "MeasuredRun", "MeasuredComparison", "run_measured",
            "REFERENCE_METHOD"]
 
 #: the strategies' names (:data:`hgpart.runtime.strategy.STRATEGIES`), as the CLI and the JSON spell them
@@ -66,6 +66,18 @@ MP_METHODS = tuple(n for n, s in STRATEGIES.items() if s.parallelism is Parallel
 DP_METHODS = tuple(n for n, s in STRATEGIES.items() if s.parallelism is Parallelism.DATA)
 #: the hypergraph model parallelism the ratios are taken against (the thesis's choice, §5.2.2)
 REFERENCE_METHOD = "coarse-async"
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One evaluation point of a run (the clock stopped): where training got to and how well it does."""
+
+    wall_s: float  # training wall time so far
+    step: int  # global steps so far
+    epoch: float
+    train_loss: float | None  # mean loss of the steps since the previous point (None at step 0)
+    accuracy: float  # on the fixed evaluation subset
+    loss: float  # on the fixed evaluation subset
 
 
 @dataclass
@@ -94,7 +106,7 @@ class MeasuredRun:
     device_busy: list[float] = field(default_factory=list)  # per device, in the traced steps; [] if not traced
     trace_path: str = ""  # devices_trace.json of those steps
     trace_note: str = ""  # why there is no trace, or what it covered
-    curve: list[dict[str, Any]] = field(default_factory=list)  # wall_s, step, epoch, train_loss, accuracy, loss
+    curve: list[CurvePoint] = field(default_factory=list)
     notes: str = ""
 
 
@@ -136,7 +148,7 @@ class MeasuredComparison:
     def from_dict(d: dict[str, Any]) -> MeasuredComparison:
         """Read back ``measured.json`` (e.g. to re-render a report without re-training)."""
         try:
-            runs = [MeasuredRun(**r) for r in d["runs"]]
+            runs = [MeasuredRun(**{**r, "curve": [CurvePoint(**p) for p in r.get("curve", [])]}) for r in d["runs"]]
             return MeasuredComparison(**{**d, "runs": runs})
         except (KeyError, TypeError) as exc:
             raise BadFileError(f"not a measured comparison: {exc}", where="measured.json",
@@ -336,7 +348,7 @@ def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: C
     spe, per = plan.steps_per_epoch, plan.batch_size // c.task_batch
     eval_every = max(1, spe // max(1, s.evals_per_epoch))
     acc, loss = c.evaluate(*s.ev)
-    run.curve.append({"wall_s": 0.0, "step": 0, "epoch": 0.0, "train_loss": None, "accuracy": acc, "loss": loss})
+    run.curve.append(CurvePoint(wall_s=0.0, step=0, epoch=0.0, train_loss=None, accuracy=acc, loss=loss))
     wall = cpu = 0.0
     busy = np.zeros(len(c.fns))
     done = 0
@@ -357,8 +369,8 @@ def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: C
         np.add.at(busy, [r.slot for r in records], [r.batch_s for r in records])
         done += n
         acc, loss = c.evaluate(*s.ev)
-        run.curve.append({"wall_s": wall, "step": done, "epoch": done / spe,
-                          "train_loss": float(np.mean([r.loss for r in records])), "accuracy": acc, "loss": loss})
+        run.curve.append(CurvePoint(wall_s=wall, step=done, epoch=done / spe,
+                                    train_loss=float(np.mean([r.loss for r in records])), accuracy=acc, loss=loss))
         if run.time_to_target_s is None and acc >= s.cmp.target:
             run.time_to_target_s, run.epochs_to_target = wall, done / spe
     run.steps, run.epochs, run.train_seconds = done, done / spe, wall

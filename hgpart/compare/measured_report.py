@@ -20,6 +20,7 @@ import csv
 import io
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -196,12 +197,12 @@ def _plots(cmp: MeasuredComparison, out: Path) -> list[str]:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
         colors = plt.get_cmap("tab20").colors
         for r in runs:
-            t = [p["wall_s"] for p in r.curve]
+            t = [p.wall_s for p in r.curve]
             # solid: model parallelism; dashed: data parallelism; dotted: one device. One colour per method.
             style = _LINE_STYLE[Strategy.parse(r.method).parallelism]
             col = colors[(2 * cmp.methods.index(r.method)) % 20 + (cmp.methods.index(r.method) >= 10)]
-            a1.plot(t, [p["loss"] for p in r.curve], style, marker=".", color=col, label=r.method)
-            a2.plot(t, [p["accuracy"] for p in r.curve], style, marker=".", color=col, label=r.method)
+            a1.plot(t, [p.loss for p in r.curve], style, marker=".", color=col, label=r.method)
+            a2.plot(t, [p.accuracy for p in r.curve], style, marker=".", color=col, label=r.method)
         a2.axhline(cmp.target, color="grey", lw=0.8, ls=":")
         a1.set(xlabel="training wall time (s)", ylabel="loss (eval subset)", title=f"Loss, BS={b}, K={cmp.k}")
         a2.set(xlabel="training wall time (s)", ylabel="training accuracy (eval subset)",
@@ -219,7 +220,7 @@ def write_measured(cmp: MeasuredComparison, out_dir: str | Path, *, plots: bool 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pics = _plots(cmp, out) if plots else []
-    curves = [{"method": r.method, "batch_size": r.batch_size, **p} for r in cmp.runs for p in r.curve]
+    curves = [{"method": r.method, "batch_size": r.batch_size, **asdict(p)} for r in cmp.runs for p in r.curve]
     paths = [
         atomic_write_text(out / "runs.csv", _csv([_run_row(r) for r in cmp.runs])),
         atomic_write_text(out / "curves.csv", _csv(curves)),
