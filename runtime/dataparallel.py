@@ -55,7 +55,7 @@ from hgpart.runtime.pipeline import StepRecord, stacked_tasks
 from hgpart.runtime.pipeline import run_slots as drive
 from hgpart.runtime.strategy import STRATEGIES, Parallelism, ParamSync, Strategy
 
-from hgpart.errors import BadOptionError, DeviceError
+from hgpart.errors import BadOptionError
 
 __all__ = ["DP_STRATEGIES", "DataParallel", "make_strategy", "greedy_assign", "run_slots", "cross_device_bytes",
            "ring_bytes", "node_devices"]
@@ -344,8 +344,9 @@ def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
 
     k = len(devices)
     if any("/job:localhost" not in d for d in devices):
-        raise DeviceError("MirroredStrategy runs on this process's own devices only", where="sync-dp-mirrored",
-                          fix="use --devices logical, or sync-dp (explicit ring all-reduce) on worker processes")
+        raise BadOptionError("MirroredStrategy runs on this process's own devices only", where="sync-dp-mirrored",
+                             fix="use --devices logical, or sync-dp (explicit ring all-reduce) on worker processes",
+                             option="--devices", value=devices)
     if batch_size % k:
         raise BadOptionError(f"batch size {batch_size} is not divisible by K = {k} replicas", where="sync-dp-mirrored",
                              option="batch_size", value=batch_size)
