@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from hgpart.commands import app
+
+if TYPE_CHECKING:
+    from hgpart.layergraph import LayerGraph
 
 __all__ = ["compare", "parse_int_list", "parse_float_list", "parse_name_list"]
 
@@ -59,7 +63,7 @@ def parse_name_list(text: str) -> list[str]:
     return [v.strip().lower() for v in text.split(",") if v.strip()]
 
 
-def _load_graph(model: str, input: str | None, classes: int | None):  # noqa: ANN202 - LayerGraph, imported lazily
+def _load_graph(model: str, input: str | None, classes: int | None) -> LayerGraph:
     from hgpart.layergraph import LayerGraph
 
     if model.endswith(".json"):
@@ -79,7 +83,7 @@ def _load_graph(model: str, input: str | None, classes: int | None):  # noqa: AN
     return load_graph(model, input_shape=parse_input(input), num_classes=classes)
 
 
-def _graph_from_profile(path: Path, model: str, input: str | None, classes: int | None):  # noqa: ANN202
+def _graph_from_profile(path: Path, model: str, input: str | None, classes: int | None) -> LayerGraph | None:
     """The layer graph embedded in a profile made for this model, which spares importing TensorFlow."""
     from hgpart.layergraph import LayerGraph
     from hgpart.models import model_name, parse_input
