@@ -91,7 +91,8 @@ def _resize_list(rng: random.Random, doc: Any, path: tuple[Any, ...]) -> None:
 def _unicode(rng: random.Random, doc: Any, path: tuple[Any, ...]) -> None:
     parent = _get(doc, path[:-1])
     v = parent[path[-1]]
-    parent[path[-1]] = (v if isinstance(v, str) else str(v)) + rng.choice(["ü", "名", "\u202e", "\U0001f600", "\x00"])
+    extra = rng.choice(["ü", "名", "\u202e", "\U0001f600", "\x00", "²", "٣"])  # the last two are digits to isdigit()
+    parent[path[-1]] = (v if isinstance(v, str) else str(v)) + extra
 
 
 _DOC_MUTATORS: list[Callable[[random.Random, Any, tuple[Any, ...]], None]] = [
