@@ -243,3 +243,10 @@ def test_cluster_spec_port_must_be_ascii_digits() -> None:
     for port in ("²", "1²", "٣٣"):  # str.isdigit() accepts them; int() refuses the first two
         with pytest.raises(HgpartError, match="is not host:port"):
             parse_cluster_spec(json.dumps({"worker": [f"127.0.0.1:{port}"]}), "spec.json")
+
+
+def test_huge_inputs_are_refused_not_allocated(capsys: pytest.CaptureFixture[str]) -> None:
+    _refused(["info", "--model", "lenet5", "--input", "65537"], capsys, "has a side above 8192")
+    # the API takes any shape; far beyond memory (a 2 TB dense layer) the allocator refuses at once: one clear error
+    with pytest.raises(HgpartError, match="not enough memory to build model 'lenet5'"):
+        load_graph("lenet5", input_shape=(65536, 65536, 1))
