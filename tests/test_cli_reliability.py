@@ -102,6 +102,7 @@ def test_every_writing_command_checks_its_output_first(tmp_path: Path, capsys: p
     ]
     if case != "existing directory":  # an existing folder is a fine report folder / trace folder
         commands += [["compare", *model, "--analytic", "--k", "2", "--out", path],
+                     ["compare-run", *model, "--out", path],
                      ["train", "-p", "missing_placement.json", "--trace", path]]
     for argv in commands:
         _refused(argv, capsys, words)

@@ -34,7 +34,6 @@ PROFILE_HELP = "profile file (default profiles/<model>_<input>_b<B>.json)"
 
 
 def parse_int_list(text: str, *, what: str) -> list[int]:
-
     try:
         vals = [int(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
@@ -45,7 +44,6 @@ def parse_int_list(text: str, *, what: str) -> list[int]:
 
 
 def parse_float_list(text: str, *, what: str) -> list[float]:
-
     try:
         vals = [float(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:

@@ -9,9 +9,13 @@ Usage::
 
 ``partition`` writes ``partitions/<model>_<grain>_k<K>.json`` atomically with
 its provenance and prints the metrics, which are always computed by our own
-code (:mod:`hgpart.metrics`) from the placement. ``metrics`` needs only the
-placement file: it never imports TensorFlow (unless ``--model`` asks to check
-the file against a model).
+code (:mod:`hgpart.metrics`) from the placement. The file's ``method`` is
+``hypergraph`` for the hypergraph partitioners (auto, exact, mtkahypar,
+kahypar) and the baseline's own name for layerwise, horizontal, incremental
+and block, whose default file names carry that name too. Every option and
+the output path are checked before the model is built, so a bad value costs
+no time. ``metrics`` needs only the placement file: it never imports
+TensorFlow (unless ``--model`` asks to check the file against a model).
 """
 
 from __future__ import annotations
