@@ -251,8 +251,7 @@ def cluster_cases(rng: random.Random, s: Seeds) -> Iterator[Case]:
         text = mutate_text(rng, json.dumps(base)) if rng.random() < 0.2 else mutate_json(rng, base)
         path = _write(s.root / f"cluster_{i}.json", text)
         k = rng.choice([1, 2, 3, 4, 0, -1])
-        yield Case("cluster", [f"cluster:{path}", str(k)],
-                   api=lambda path=path, k=k: _open_spec(path, k, s.ports))
+        yield Case("cluster", [f"cluster:{path}", str(k)], api=functools.partial(_open_spec, path, k, s.ports))
 
 
 _SLOW_BACKENDS = {"auto", "exact", "mtkahypar", "kahypar"}
