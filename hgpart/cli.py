@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+import typer
+
 from hgpart.commands import app
 from hgpart.errors import HgpartError
 
@@ -41,7 +43,13 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _register()
     try:
-        app(args=argv, standalone_mode=True)
+        code = app(args=argv, prog_name="hgpart", standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.TyperException as exc:  # a usage error (unknown option, bad type): one line too, not a panel
+        ctx = getattr(exc, "ctx", None)
+        msg = " ".join(exc.format_message().split())
+        print(f"error: {msg} (see `{ctx.command_path if ctx is not None else 'hgpart'} --help`)", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except HgpartError as exc:
         from rich.console import Console
 

@@ -23,6 +23,9 @@ from hgpart.layergraph import LayerGraph
 __all__ = ["parse_input", "load_keras_model", "load_graph", "model_name"]
 
 KERAS_PREFIX = "keras:"
+#: largest input height, width or channel count accepted: Keras builds real weights, and a dense layer after
+#: a flatten grows with the input area (lenet5 at 4096 x 4096 already needs 8 GB)
+MAX_SIDE = 8192
 
 
 def parse_input(text: str | int | tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -43,6 +46,11 @@ def parse_input(text: str | int | tuple[int, ...] | None) -> tuple[int, ...] | N
             f"cannot read input size {text!r}", where="--input",
             fix="write e.g. 224 (224x224x3), 32x32x1 or 28x28",
         )
+    if max(parts) > MAX_SIDE:
+        raise HgpartError(
+            f"input size {text!r} has a side above {MAX_SIDE}", where="--input",
+            fix="Keras allocates the model's weights, which grow with the input; use a smaller input",
+        )
     return tuple(parts)
 
 
@@ -56,14 +64,21 @@ def model_name(spec: str) -> str:
 
 
 def load_keras_model(spec: str, input_shape: tuple[int, ...] | None = None, num_classes: int | None = None) -> Any:
-    """Build or load the Keras model named by ``spec``."""
-    if spec.startswith(KERAS_PREFIX):
-        return _application(spec[len(KERAS_PREFIX):], input_shape, num_classes)
-    if spec.endswith(".keras") or "/" in spec or Path(spec).suffix:
-        return _from_file(spec, input_shape, num_classes)
-    from hgpart.zoo import build_model
+    """Build or load the Keras model named by ``spec``; running out of memory doing so is one HgpartError."""
+    import tensorflow as tf
 
-    return build_model(spec, input_shape=input_shape, num_classes=num_classes)
+    try:
+        if spec.startswith(KERAS_PREFIX):
+            return _application(spec[len(KERAS_PREFIX):], input_shape, num_classes)
+        if spec.endswith(".keras") or "/" in spec or Path(spec).suffix:
+            return _from_file(spec, input_shape, num_classes)
+        from hgpart.zoo import build_model
+
+        return build_model(spec, input_shape=input_shape, num_classes=num_classes)
+    except (MemoryError, tf.errors.ResourceExhaustedError):
+        shape = "its own input" if input_shape is None else f"input {list(input_shape)}"
+        raise HgpartError(f"not enough memory to build model {spec!r} at {shape}", where="--model",
+                          fix="use a smaller --input or fewer --classes") from None
 
 
 def load_graph(

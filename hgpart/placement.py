@@ -25,8 +25,11 @@ base64 of little-endian uint16 (``{"n": ..., "b64z": ...}``).
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import hashlib
 import json
+import math
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +75,10 @@ def decode_parts(value: Any, *, n: int, where: str) -> np.ndarray:
     """Inverse of :func:`encode_parts`, checking the length is ``n``."""
     try:
         if isinstance(value, dict):
-            raw = zlib.decompress(base64.b64decode(value["b64z"]))
+            inflater = zlib.decompressobj()  # bounded: a tiny stream must not inflate to gigabytes
+            raw = inflater.decompress(base64.b64decode(value["b64z"]), 2 * n + 2)
+            if inflater.unconsumed_tail:
+                raise ValueError(f"the compressed array holds more than {n} entries")
             out = np.frombuffer(raw, dtype="<u2").astype(np.int64)
         elif isinstance(value, str):
             if not value.strip():
@@ -80,15 +86,15 @@ def decode_parts(value: Any, *, n: int, where: str) -> np.ndarray:
             else:
                 runs = [tok.split("*") for tok in value.split()]
                 vals = np.array([int(p) for p, _ in runs], dtype=np.int64)
-                counts = np.array([int(c) for _, c in runs], dtype=np.int64)
-                if (counts < 0).any():
-                    raise ValueError("negative run length")
-                out = np.repeat(vals, counts)
+                counts = [int(c) for _, c in runs]
+                if min(counts) < 0 or sum(counts) != n:  # checked before np.repeat allocates the runs
+                    raise ValueError(f"run lengths add up to {sum(counts)}, expected {n}")
+                out = np.repeat(vals, np.asarray(counts, dtype=np.int64))
         elif isinstance(value, list):
             out = np.asarray(value, dtype=np.int64)
         else:
             raise ValueError(f"unexpected type {type(value).__name__}")
-    except (ValueError, KeyError, TypeError, zlib.error, base64.binascii.Error) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError, zlib.error, binascii.Error) as exc:
         raise HgpartError(f"cannot decode part array ({exc})", where=where, fix="regenerate the placement") from None
     if out.size != n:
         raise HgpartError(
@@ -107,6 +113,17 @@ def default_placement_path(model: str, grain: str, k: int, method: str = "hyperg
 def schema() -> dict[str, Any]:
     """The JSON Schema shipped in the package (``hgpart/data/placement.schema.json``)."""
     return json.loads((Path(__file__).parent / "data" / "placement.schema.json").read_text())
+
+
+@functools.cache
+def _schema_validator() -> Any:
+    """One validator for the shipped schema: checking the schema itself costs more than checking a file."""
+    import jsonschema
+
+    sch = schema()
+    cls = jsonschema.validators.validator_for(sch)
+    cls.check_schema(sch)
+    return cls(sch)
 
 
 @dataclass
@@ -293,7 +310,7 @@ class Placement:
         }
 
     def save(self, path: str | Path) -> Path:
-        return write_json(path, self.to_dict())
+        return write_json(path, self.to_dict(), what="placement file")
 
     def content_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
@@ -307,7 +324,9 @@ class Placement:
             raise HgpartError(f"not an hgpart placement file (format {got!r})", where=where,
                               fix=f"expected format {PLACEMENT_FORMAT!r}; make one with `hgpart partition`")
         try:
-            jsonschema.validate(d, schema())
+            error = jsonschema.exceptions.best_match(_schema_validator().iter_errors(d))
+            if error is not None:
+                raise error
         except jsonschema.ValidationError as exc:
             path = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
             raise HgpartError(f"placement file is malformed at {path}: {exc.message[:160]}", where=where,
@@ -323,6 +342,10 @@ class Placement:
                 f"{model['fingerprint']}", where=where, fix="the file was edited or is corrupt; regenerate it",
             )
         k = int(d["k"])
+        bad_work = [(ld["name"], ld["work"]) for ld in d["layers"] if not math.isfinite(float(ld.get("work", 0.0)))]
+        if bad_work:
+            raise HgpartError(f"layer {bad_work[0][0]!r} has work {bad_work[0][1]}, not a finite number",
+                              where=where, fix="the file was edited or is corrupt; regenerate it")
         layer_parts: dict[str, dict[str, np.ndarray]] = {}
         for ld in d["layers"]:
             for key, val in ld.get("parts", {}).items():

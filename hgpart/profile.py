@@ -27,6 +27,10 @@ from hgpart.layergraph import LayerGraph
 __all__ = ["LayerCost", "Profile", "PROFILE_FORMAT", "analytic_profile", "default_profile_path"]
 
 PROFILE_FORMAT = "hgpart.profile/1"
+MODES = ("measured", "analytic")
+#: largest accepted per-layer figures: beyond them sums lose precision or overflow (ms, and FLOPs / bytes)
+MAX_MS = 1e12
+MAX_COUNT = 2**62
 BACKWARD_FLOP_FACTOR = 2.0  # backward costs about twice the forward pass (input + weight gradients)
 
 
@@ -82,6 +86,15 @@ class Profile:
                 where=path or "profile",
                 fix=f"run `hgpart profile --model {graph.name}` to make a matching profile",
             )
+        have = {c.name for c in self.layers}
+        missing = [layer.name for layer in graph.layers if layer.name not in have]
+        extra = sorted(have - {layer.name for layer in graph.layers})
+        if missing or extra:
+            raise HgpartError(
+                f"profile layers differ from {graph.name!r}'s: "
+                + (f"missing {missing[:3]}" if missing else f"unknown {extra[:3]}"),
+                where=path or "profile", fix="the file was edited or is corrupt; regenerate it with `hgpart profile`",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,7 +113,7 @@ class Profile:
         }
 
     def save(self, path: str | Path) -> Path:
-        return write_json(path, self.to_dict())
+        return write_json(path, self.to_dict(), what="profile")
 
     @staticmethod
     def from_dict(d: dict[str, Any], *, where: str = "profile") -> Profile:
@@ -110,20 +123,32 @@ class Profile:
                 where=where, fix=f"expected format {PROFILE_FORMAT!r}; make one with `hgpart profile`",
             )
         try:
-            return Profile(
-                model=str(d["model"]),
-                input_shape=tuple(int(v) for v in d["input_shape"]),
-                batch_size=int(d["batch_size"]),
-                mode=str(d["mode"]),
-                fingerprint=str(d["fingerprint"]),
-                layers=[LayerCost(**c) for c in d["layers"]],
-                machine=dict(d.get("machine", {})),
+            prof = Profile(
+                model=_typed(d["model"], str, "model"),
+                input_shape=tuple(_count(v, "input_shape", low=1) for v in _typed(d["input_shape"], list,
+                                                                                     "input_shape")),
+                batch_size=_count(d["batch_size"], "batch_size", low=1),
+                mode=_typed(d["mode"], str, "mode"),
+                fingerprint=_typed(d["fingerprint"], str, "fingerprint"),
+                layers=[_layer_cost(c, i) for i, c in enumerate(_typed(d["layers"], list, "layers"))],
+                machine=dict(_typed(d.get("machine", {}), dict, "machine")),
                 created=str(d.get("created", "")),
-                repeats=int(d.get("repeats", 0)),
-                graph=d.get("graph"),
+                repeats=_count(d.get("repeats", 0), "repeats", low=0),
+                graph=d.get("graph") if isinstance(d.get("graph"), dict) else None,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise HgpartError(f"malformed profile (no {exc} entry)", where=where, fix="regenerate it") from None
+        except (TypeError, ValueError) as exc:
             raise HgpartError(f"malformed profile ({exc})", where=where, fix="regenerate it") from None
+        if prof.mode not in MODES:
+            raise HgpartError(f"malformed profile (mode {prof.mode!r}, not one of {MODES})", where=where,
+                              fix="regenerate it")
+        if not prof.input_shape:
+            raise HgpartError("malformed profile (empty input_shape)", where=where, fix="regenerate it")
+        names = [c.name for c in prof.layers]
+        if len(set(names)) != len(names):
+            raise HgpartError("malformed profile (a layer is listed twice)", where=where, fix="regenerate it")
+        return prof
 
     @staticmethod
     def load(path: str | Path) -> Profile:
@@ -165,3 +190,37 @@ def _prod(shape: tuple[int, ...]) -> int:
     for v in shape:
         out *= int(v)
     return out
+
+
+def _typed(value: Any, kind: type, key: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TypeError(f"{key} is {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
+def _count(value: Any, key: str, *, low: int) -> int:
+    """An integer entry in low..MAX_COUNT (JSON gives ints; booleans and floats are refused)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= MAX_COUNT:
+        raise ValueError(f"{key} = {value!r} is not an integer in {low}..{MAX_COUNT}")
+    return value
+
+
+def _ms(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= MAX_MS:
+        raise ValueError(f"{key} = {value!r} is not a time in 0..{MAX_MS:g} ms")
+    return float(value)
+
+
+def _layer_cost(c: Any, i: int) -> LayerCost:
+    """One entry of ``layers``, every field checked (a wrong type would fail much later, far from the file)."""
+    if not isinstance(c, dict):
+        raise TypeError(f"layers[{i}] is {type(c).__name__}, expected an object")
+    unknown = set(c) - set(LayerCost.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"layers[{i}] has unknown entries {sorted(unknown)[:3]}")
+    key = f"layers[{i}]"
+    return LayerCost(name=_typed(c["name"], str, f"{key}.name"), forward_ms=_ms(c["forward_ms"], f"{key}.forward_ms"),
+                     backward_ms=_ms(c["backward_ms"], f"{key}.backward_ms"),
+                     flops=_count(c["flops"], f"{key}.flops", low=0),
+                     params=_count(c["params"], f"{key}.params", low=0),
+                     activation_bytes=_count(c["activation_bytes"], f"{key}.activation_bytes", low=0))

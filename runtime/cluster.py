@@ -531,7 +531,7 @@ def parse_cluster_spec(text: str, where: str) -> dict[str, list[str]]:
                           fix='write {"worker": ["host:port", ...]}')
     for i, a in enumerate(workers):
         host, sep, port = a.rpartition(":") if isinstance(a, str) else ("", "", "")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise HgpartError(f"worker {i} address {a!r} is not host:port", where=where,
                               fix='write addresses such as "10.0.0.5:2222"')
     if len(set(workers)) != len(workers):

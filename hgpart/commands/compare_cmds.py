@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from hgpart.commands import app
+from hgpart.commands import app, options
+from hgpart.errors import HgpartError
 
 if TYPE_CHECKING:
     from hgpart.layergraph import LayerGraph
@@ -36,8 +37,6 @@ PROFILE_HELP = "profile file (default profiles/<model>_<input>_b<B>.json)"
 
 
 def parse_int_list(text: str, *, what: str) -> list[int]:
-    from hgpart.errors import HgpartError
-
     try:
         vals = [int(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
@@ -48,8 +47,6 @@ def parse_int_list(text: str, *, what: str) -> list[int]:
 
 
 def parse_float_list(text: str, *, what: str) -> list[float]:
-    from hgpart.errors import HgpartError
-
     try:
         vals = [float(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
@@ -67,7 +64,6 @@ def _load_graph(model: str, input: str | None, classes: int | None) -> LayerGrap
     from hgpart.layergraph import LayerGraph
 
     if model.endswith(".json"):
-        from hgpart.errors import HgpartError
         from hgpart.fileio import read_json
 
         graph = LayerGraph.from_dict(read_json(model, what="layer graph"))
@@ -97,6 +93,38 @@ def _graph_from_profile(path: Path, model: str, input: str | None, classes: int 
     if input is not None and tuple(parse_input(input) or ()) != tuple(prof.input_shape):
         return None
     return LayerGraph.from_dict(prof.graph)
+
+
+def _check_compare_options(ks: list[int], eps: list[float], methods: list[str], grains: list[str], backend: str,
+                           preset: str | None, time_limit: float | None, budget: float | None,
+                           bound_time_limit: float, images: int, batch_size: int, analytic: bool,
+                           profile: Path | None) -> None:
+    """Every option of `compare` that needs no model, checked before anything is loaded or built."""
+    from hgpart.compare.static import GRAINS, METHODS
+    from hgpart.partitioners import BACKENDS
+
+    for n in ks:
+        options.check_parts(n)
+    for e in eps:
+        options.check_epsilon(e)
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise HgpartError(f"unknown method(s) {bad}" if bad else "no method given", where="--methods",
+                          fix=f"use some of {','.join(METHODS)}")
+    badg = [g for g in grains if g not in GRAINS]
+    if badg or not grains:
+        raise HgpartError(f"unknown grain(s) {badg}" if badg else "no grain given", where="--grains",
+                          fix="use coarse, fine or coarse,fine")
+    options.check_backend(backend, preset,
+                          allowed=tuple(b for b in BACKENDS if b not in ("layerwise", "horizontal", "incremental")))
+    options.check_seconds(time_limit, "--time-limit")
+    options.check_seconds(budget, "--budget")
+    options.check_seconds(bound_time_limit, "--bound-time-limit")
+    if images < 1:
+        raise HgpartError(f"--images must be positive, got {images}", where="--images")
+    options.check_at_least_one(batch_size, "--batch-size")
+    if analytic and profile is not None:
+        raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
 
 
 @app.command()
@@ -133,17 +161,17 @@ def compare(
 
     from hgpart.compare.report import print_report, write_report
     from hgpart.compare.static import run_static
-    from hgpart.errors import HgpartError
+    from hgpart.fileio import check_writable
     from hgpart.profile import Profile, analytic_profile, default_profile_path
 
     started = time.perf_counter()
     ks = parse_int_list(k, what="--k")
     bss = parse_int_list(batch_sizes, what="--batch-sizes")
     eps = parse_float_list(epsilon, what="--epsilon")
-    if images < 1:
-        raise HgpartError(f"--images must be positive, got {images}", where="--images")
-    if analytic and profile is not None:
-        raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
+    _check_compare_options(ks, eps, parse_name_list(methods), parse_name_list(grains), backend, preset, time_limit,
+                           budget, bound_time_limit, images, batch_size, analytic, profile)
+    if out is not None:
+        check_writable(out, what="report folder", folder=True, where="--out")
     graph = _graph_from_profile(profile, model, input, classes) if profile is not None else None
     if graph is None:
         graph = _load_graph(model, input, classes)
@@ -155,7 +183,8 @@ def compare(
             raise HgpartError(f"profile {str(path)!r} does not exist", where="--profile",
                               fix=f"run `hgpart profile --model {model}` first, or pass --analytic")
         prof, source = Profile.load(path), str(path)
-    folder = out if out is not None else Path("reports") / f"{graph.name}_compare"
+    folder = check_writable(out if out is not None else Path("reports") / f"{graph.name}_compare",
+                            what="report folder", folder=True, where="--out")
     console = Console()
     cmp = run_static(graph, prof, ks=ks, methods=parse_name_list(methods), grains=parse_name_list(grains),
                      epsilons=eps, backend=backend, preset=preset, seed=seed, time_limit=time_limit,
@@ -199,20 +228,28 @@ def compare_run(
     """Measured comparison: train the model under every strategy on the same K devices (time and convergence)."""
     from rich.console import Console
 
+    from hgpart.fileio import check_writable
+    from hgpart.models import model_name
     from hgpart.runtime.devices import open_devices
 
     bss = parse_int_list(batch_sizes, what="--batch-sizes")
+    options.check_parts(k)
+    options.check_epsilon(epsilon)
+    options.check_backend(backend, None)
+    options.check_at_least_one(steps, "--steps")
+    if epochs is not None and not epochs > 0:
+        raise HgpartError(f"--epochs {epochs} must be above 0", where="--epochs")
+    folder = check_writable(out if out is not None else Path("reports") / f"{model_name(model)}_measured",
+                            what="report folder", folder=True, where="--out")
     ds = open_devices(devices, k, inter_op=max(4, k + 1))  # first: TensorFlow must not be initialised yet
     try:
         from hgpart.compare.measured import run_measured
         from hgpart.compare.measured_report import print_measured, write_measured
-        from hgpart.models import load_graph, parse_input
+        from hgpart.models import parse_input
         from hgpart.profile import Profile
 
         prof = Profile.load(profile) if profile is not None else None
         console = Console()
-        folder = out if out is not None else Path("reports") / (
-            f"{load_graph(model, input_shape=parse_input(input), num_classes=classes).name}_measured")
         cmp = run_measured(model, device_set=ds, input_shape=parse_input(input), num_classes=classes,
                            batch_sizes=bss, epochs=epochs, steps=steps, target=target,
                            methods=parse_name_list(methods), optimizer=optimizer, lr=lr, seed=seed, eval_n=eval_n,

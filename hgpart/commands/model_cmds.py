@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -63,6 +64,28 @@ def info(
     )
 
 
+def _graph_and_model(model: str, input: str | None, classes: int | None) -> tuple[Any, Any]:
+    """(layer graph, Keras model) of a model spec: the output path depends on the graph's name and input."""
+    from hgpart.frontend import layer_graph_from_keras
+    from hgpart.models import load_keras_model, model_name, parse_input
+
+    keras_model = load_keras_model(model, input_shape=parse_input(input), num_classes=classes)
+    return layer_graph_from_keras(keras_model, name=model_name(model)), keras_model
+
+
+def _measure(graph: Any, keras_model: Any, *, batch_size: int, repeats: int, warmup: int, analytic: bool) -> Any:
+    """The measured profile, or the analytic one (FLOP counts) with the graph and machine recorded."""
+    from hgpart.profile import analytic_profile
+    from hgpart.profiler import machine_info, measure_profile
+
+    if not analytic:
+        return measure_profile(keras_model, graph, batch_size=batch_size, repeats=repeats, warmup=warmup)
+    prof = analytic_profile(graph, batch_size)
+    prof.graph = graph.to_dict()
+    prof.machine = machine_info()
+    return prof
+
+
 @app.command()
 def profile(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
@@ -78,23 +101,24 @@ def profile(
     """Measure each layer's forward and backward time (or count FLOPs) and write a profile file."""
     from rich.console import Console
 
+    from hgpart.commands import options
     from hgpart.errors import HgpartError
-    from hgpart.models import parse_input
+    from hgpart.fileio import check_writable
     from hgpart.profile import default_profile_path
-    from hgpart.profiler import configure_threads, profile_model
+    from hgpart.profiler import configure_threads
 
     if batch_size < 1:
         raise HgpartError(f"batch size must be positive, got {batch_size}", where="--batch-size")
+    options.check_at_least_one(repeats, "--repeats")
+    options.check_at_least_one(threads, "--threads")
+    if warmup < 0:
+        raise HgpartError(f"--warmup {warmup} must be >= 0", where="--warmup")
+    path = check_writable(out, what="profile", where="--out") if out is not None else None
     configure_threads(threads)
     started = time.perf_counter()
-    prof = profile_model(
-        model, input_shape=parse_input(input), num_classes=classes, batch_size=batch_size,
-        repeats=repeats, warmup=warmup, analytic=analytic,
-    )
-    from hgpart.layergraph import LayerGraph
-
-    graph = LayerGraph.from_dict(prof.graph) if prof.graph else None
-    path = out if out is not None else default_profile_path(graph, batch_size) if graph else Path("profile.json")
+    graph, keras_model = _graph_and_model(model, input, classes)
+    path = path or check_writable(default_profile_path(graph, batch_size), what="profile", where="--out")
+    prof = _measure(graph, keras_model, batch_size=batch_size, repeats=repeats, warmup=warmup, analytic=analytic)
     prof.save(path)
     wall = time.perf_counter() - started
     console = Console()

@@ -9,9 +9,13 @@ Usage::
 
 ``partition`` writes ``partitions/<model>_<grain>_k<K>.json`` atomically with
 its provenance and prints the metrics, which are always computed by our own
-code (:mod:`hgpart.metrics`) from the placement. ``metrics`` needs only the
-placement file: it never imports TensorFlow (unless ``--model`` asks to check
-the file against a model).
+code (:mod:`hgpart.metrics`) from the placement. The file's ``method`` is
+``hypergraph`` for the hypergraph partitioners (auto, exact, mtkahypar,
+kahypar) and the baseline's own name for layerwise, horizontal, incremental
+and block, whose default file names carry that name too. Every option and
+the output path are checked before the model is built, so a bad value costs
+no time. ``metrics`` needs only the placement file: it never imports
+TensorFlow (unless ``--model`` asks to check the file against a model).
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import hashlib
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hgpart.commands import app
+from hgpart.commands import app, options
 from hgpart.errors import HgpartError, MissingProfileError
 
 __all__ = ["build", "partition_cmd", "metrics", "load_inputs"]
@@ -109,21 +114,30 @@ def build(
     """Build the coarse- or fine-grain hypergraph and write it for other partitioners (integer weights)."""
     from rich.console import Console
 
+    from hgpart.fileio import check_writable
     from hgpart.formats import FORMATS, write_hmetis, write_patoh
+    from hgpart.models import model_name
     from hgpart.partitioners.scaling import scale_hypergraph
 
     _check_grain(grain)
     fmt = format.lower()
     if fmt not in FORMATS:
         raise HgpartError(f"unknown format {format!r}", where="--format", fix=f"use one of {list(FORMATS)}")
+    if k < 2:
+        raise HgpartError(f"--k {k} must be >= 2", where="--k", fix="a hypergraph file is meant for 2 parts or more")
+    options.check_parts(k)
+    options.check_at_least_one(group, "--group")
+    options.check_at_least_one(channel_group, "--channel-group")
+    options.check_at_least_one(batch_size, "--batch-size")
+    if analytic and profile is not None:
+        raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
+    suffix = "hgr" if fmt == "hmetis" else "patoh"
+    path = check_writable(out or Path(f"{model_name(model)}_{grain}{f'_g{group}' if group > 1 else ''}.{suffix}"),
+                          what="hypergraph file", where="--out")
     graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
     hg = _build(graph, prof, grain, group, channel_group)
-    if k < 2:
-        raise HgpartError(f"--k {k} must be >= 2")
     sh = scale_hypergraph(hg, k=k, epsilon=0.1)
     t0 = time.perf_counter()
-    suffix = "hgr" if fmt == "hmetis" else "patoh"
-    path = out or Path(f"{graph.name}_{grain}{f'_g{group}' if group > 1 else ''}.{suffix}")
     (write_hmetis if fmt == "hmetis" else write_patoh)(sh, path)
     write_s = time.perf_counter() - t0
     c = Console()
@@ -156,56 +170,22 @@ def _versions(backend: str, tool_version: str | None) -> dict[str, str]:
     return out
 
 
-@app.command("partition")
-def partition_cmd(
-    model: ModelOpt,
-    input: InputOpt = None,
-    classes: ClassesOpt = None,
-    profile: ProfileOpt = None,
-    analytic: AnalyticOpt = False,
-    batch_size: BatchOpt = None,
-    grain: GrainOpt = "coarse",
-    k: int = typer.Option(..., "--k", "-k", help="number of parts (devices)"),
-    epsilon: float = typer.Option(0.1, "--epsilon", "-e", help="allowed imbalance: max part work <= (1+eps) avg"),
-    seed: int = typer.Option(1, "--seed", help="random seed (same seed, same placement)"),
-    backend: str = typer.Option("auto", "--backend", help="partitioner: auto (default), exact, mtkahypar, kahypar, "
-                                "block, layerwise, horizontal, incremental"),
-    preset: str | None = typer.Option(None, "--preset", help="backend preset (mtkahypar: deterministic, quality, "
-                                      "highest_quality, default, large_k...; kahypar: km1 or an .ini path)"),
-    group: int = typer.Option(1, "--group", help="filters per vertex (smaller hypergraph)"),
-    channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
-    time_limit: float | None = typer.Option(None, "--time-limit", help="seconds before the backend is stopped"),
-    threads: int | None = typer.Option(None, "--threads", help="Mt-KaHyPar threads (default 2)"),
-    out: Path | None = typer.Option(None, "--out", "-o",
-                                    help="placement file (default partitions/<model>_<grain>_k<K>.json)"),
-    bound: bool = typer.Option(True, "--bound/--no-bound", help="coarse grain: prove a lower bound on the volume "
-                               "(exact integer program) and print the optimality gap"),
-    bound_time_limit: float = typer.Option(30.0, "--bound-time-limit", help="seconds for the lower-bound program"),
-) -> None:
-    """Partition the hypergraph into K parts, write the placement file, print the metrics."""
-    import os
+@dataclass(frozen=True)
+class _Run:
+    """What `partition` produced, for the provenance and the summary lines."""
 
-    from rich.console import Console
+    backend: str
+    k: int
+    seconds: float
+    preset: str
+    km1_bytes: float
+    backend_bytes: float | None
 
-    from hgpart.partitioners import partition
-    from hgpart.partitioners.certificate import certify, not_computed
-    from hgpart.placement import Placement, default_placement_path
-    from hgpart.tables import print_metrics
 
-    _check_grain(grain)
-    if threads is not None:
-        if threads < 1:
-            raise HgpartError(f"--threads {threads} must be >= 1")
-        os.environ["HGPART_MTKAHYPAR_THREADS"] = str(threads)
-    graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
-    hg = _build(graph, prof, grain, group, channel_group)
-    c = Console()
-    c.print(f"{graph.name} {graph.input_tag} {grain} grain: {hg.num_vertices:,} vertices, {hg.num_nets:,} nets, "
-            f"{hg.num_pins:,} pins (built in {hg.build_seconds:.2f} s); partitioning into {k} with {backend}...",
-            highlight=False)
-    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit)
+def _provenance(backend: str, res: Any, prof: Any, ppath: Path | None, hg: Any, epsilon: float, seed: int,
+                group: int, channel_group: int) -> dict[str, Any]:
     backend_bytes = (res.backend_objective * res.objective_scale) if res.backend_objective is not None else None
-    provenance = {
+    return {
         "command": "hgpart " + " ".join(sys.argv[1:]) if sys.argv and "hgpart" in Path(sys.argv[0]).name else "",
         "backend": backend,
         "preset": res.preset,
@@ -230,24 +210,107 @@ def partition_cmd(
         "km1_bytes": res.objective_bytes,
         "backend_info": {key: v for key, v in res.info.items() if key != "tool_version"},
     }
-    pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method="hypergraph", work=prof.work(),
+
+
+def _summary(run: _Run, path: Path) -> str:
+    """The closing line; K = 1 ran no partitioner, so it has no preset and no backend figure."""
+    if run.k == 1:
+        return f"K = 1: every vertex on part 0, no partitioner ran; km1 0.000 MiB; wrote {path}"
+    own = "" if run.backend_bytes is None else f" (backend's own figure {run.backend_bytes / 2**20:,.3f} MiB)"
+    preset = f" (preset {run.preset})" if run.preset else ""
+    return (f"partitioned in {run.seconds:.2f} s{preset}; km1 {run.km1_bytes / 2**20:,.3f} MiB{own}; "
+            f"wrote {path}")
+
+
+def _check_partition_options(grain: str, k: int, epsilon: float, backend: str, preset: str | None, group: int,
+                             channel_group: int, threads: int | None, time_limit: float | None,
+                             bound_time_limit: float, batch_size: int | None, analytic: bool,
+                             profile: Path | None) -> None:
+    """Every option of `partition` that needs no model, checked before anything is built."""
+    _check_grain(grain)
+    options.check_parts(k)
+    options.check_epsilon(epsilon)
+    options.check_backend(backend, preset)
+    options.check_at_least_one(group, "--group")
+    options.check_at_least_one(channel_group, "--channel-group")
+    options.check_at_least_one(threads, "--threads")
+    options.check_at_least_one(batch_size, "--batch-size")
+    options.check_seconds(time_limit, "--time-limit")
+    options.check_seconds(bound_time_limit, "--bound-time-limit")
+    if analytic and profile is not None:
+        raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
+
+
+@app.command("partition")
+def partition_cmd(
+    model: ModelOpt,
+    input: InputOpt = None,
+    classes: ClassesOpt = None,
+    profile: ProfileOpt = None,
+    analytic: AnalyticOpt = False,
+    batch_size: BatchOpt = None,
+    grain: GrainOpt = "coarse",
+    k: int = typer.Option(..., "--k", "-k", help="number of parts (devices)"),
+    epsilon: float = typer.Option(0.1, "--epsilon", "-e", help="allowed imbalance: max part work <= (1+eps) avg"),
+    seed: int = typer.Option(1, "--seed", help="random seed (same seed, same placement)"),
+    backend: str = typer.Option("auto", "--backend", help="partitioner: auto (default), exact, mtkahypar, kahypar, "
+                                "block, layerwise, horizontal, incremental"),
+    preset: str | None = typer.Option(None, "--preset", help="backend preset (mtkahypar: deterministic, quality, "
+                                      "highest_quality, default, large_k...; kahypar: km1 or an .ini path)"),
+    group: int = typer.Option(1, "--group", help="filters per vertex (smaller hypergraph)"),
+    channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
+    time_limit: float | None = typer.Option(None, "--time-limit", help="seconds before the backend is stopped"),
+    threads: int | None = typer.Option(None, "--threads", help="Mt-KaHyPar threads (default 2)"),
+    out: Path | None = typer.Option(None, "--out", "-o",
+                                    help="placement file (default partitions/<model>_<grain>_k<K>.json; the "
+                                    "baseline backends add their name, e.g. <model>_layerwise_k<K>.json)"),
+    bound: bool = typer.Option(True, "--bound/--no-bound", help="coarse grain: prove a lower bound on the volume "
+                               "(exact integer program) and print the optimality gap"),
+    bound_time_limit: float = typer.Option(30.0, "--bound-time-limit", help="seconds for the lower-bound program"),
+) -> None:
+    """Partition the hypergraph into K parts, write the placement file, print the metrics."""
+    import os
+
+    from rich.console import Console
+
+    from hgpart.fileio import check_writable
+    from hgpart.models import model_name
+    from hgpart.partitioners import partition
+    from hgpart.partitioners.certificate import certify, not_computed
+    from hgpart.placement import Placement, default_placement_path
+    from hgpart.tables import print_metrics
+
+    _check_partition_options(grain, k, epsilon, backend, preset, group, channel_group, threads, time_limit,
+                             bound_time_limit, batch_size, analytic, profile)
+    method = options.method_of_backend(backend)
+    path = check_writable(out or default_placement_path(model_name(model), grain, k, method=method),
+                          what="placement file", where="--out")
+    if threads is not None:
+        os.environ["HGPART_MTKAHYPAR_THREADS"] = str(threads)
+    graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
+    hg = _build(graph, prof, grain, group, channel_group)
+    c = Console()
+    doing = f"partitioning into {k} with {backend}..." if k > 1 else "K = 1: no partitioning needed"
+    c.print(f"{graph.name} {graph.input_tag} {grain} grain: {hg.num_vertices:,} vertices, {hg.num_nets:,} nets, "
+            f"{hg.num_pins:,} pins (built in {hg.build_seconds:.2f} s); {doing}", highlight=False)
+    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit)
+    provenance = _provenance(backend, res, prof, ppath, hg, epsilon, seed, group, channel_group)
+    pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method=method, work=prof.work(),
                                      provenance=provenance)
     m = pl.stored_metrics() or pl.recompute_metrics()
-    if not bound:
-        cert = not_computed("--no-bound")
+    if not bound or k == 1:
+        cert = not_computed("--no-bound" if not bound else "K = 1 has no communication")
     else:
         cert = certify(hg, k=k, epsilon=epsilon, volume_bytes=res.objective_bytes,
                        max_over_avg=m.max_over_avg,
                        known_bound=res.lower_bound_bytes, time_limit=bound_time_limit)
-    certificate = cert.to_dict()
-    pl.provenance["lower_bound"] = certificate
-    path = out or default_placement_path(graph.name, grain, k)
+    pl.provenance["lower_bound"] = cert.to_dict()
     pl.save(path)
     print_metrics([(f"{backend} K={k}", m)], work_unit=prof.work_unit, batch_size=prof.batch_size, console=c)
-    c.print(f"partitioned in {res.seconds:.2f} s (preset {res.preset}); km1 {res.objective_bytes / 2**20:,.3f} MiB "
-            f"(backend's own figure {backend_bytes / 2**20 if backend_bytes is not None else float('nan'):,.3f} MiB); "
-            f"wrote {path}", highlight=False)
-    c.print(cert.line(res.objective_bytes), highlight=False)
+    c.print(_summary(_Run(backend, k, res.seconds, res.preset, res.objective_bytes,
+                          provenance["backend_objective_bytes"]), path), highlight=False)
+    if k > 1:
+        c.print(cert.line(res.objective_bytes), highlight=False)
 
 
 @app.command()
@@ -276,7 +339,10 @@ def metrics(
             f"{', backend ' + str(prov.get('backend')) if prov.get('backend') else ''}, batch {pl.batch_size}",
             highlight=False)
     print_metrics([(f"{pl.method} K={pl.k}", m)], work_unit=pl.work_unit, batch_size=pl.batch_size, console=c)
-    stored = pl.stored_metrics()
-    if stored is not None and abs(stored.comm_volume_mib - m.comm_volume_mib) > 1e-6 * max(1.0, m.comm_volume_mib):
-        c.print(f"[yellow]note:[/] the file records Comm. Vol {stored.comm_volume_mib:,.3f} MiB; recomputed "
+    stored = (pl.metrics or {}).get("comm_volume_mib")
+    if isinstance(stored, bool) or not isinstance(stored, (int, float, type(None))):
+        c.print(f"[yellow]note:[/] the file's recorded Comm. Vol {stored!r} is not a number; recomputed "
+                f"{m.comm_volume_mib:,.3f} MiB", highlight=False)
+    elif stored is not None and abs(float(stored) - m.comm_volume_mib) > 1e-6 * max(1.0, m.comm_volume_mib):
+        c.print(f"[yellow]note:[/] the file records Comm. Vol {float(stored):,.3f} MiB; recomputed "
                 f"{m.comm_volume_mib:,.3f} MiB", highlight=False)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from hgpart.commands import app
+from hgpart.fileio import check_outputs
 
 __all__ = ["train"]
 
@@ -29,6 +30,7 @@ def train(
     seed: int = typer.Option(0, "--seed", help="seed of the Keras initial weights and the data order"),
 ) -> None:
     """Train a placement across devices: collocated gradients, async pipeline or sync micro-batches."""
+    check_outputs(files={"--log": log}, folders={"--trace": trace})  # before any long work
     from rich.console import Console
 
     from hgpart.runtime.train import train as run
