@@ -68,6 +68,13 @@ def show_notes(stream: TextIO | None = None) -> None:
     warnings.showwarning = show
 
 
+def _writes_to_fd2(stream: TextIO) -> bool:
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 class StderrFilter:
     """Route file descriptor 2 through a thread that drops :data:`NOISE` lines; Python's ``sys.stderr`` stays direct.
 
@@ -90,8 +97,8 @@ class StderrFilter:
         return self._real is not None
 
     def start(self) -> StderrFilter:
-        """Install the filter (no-op if already installed)."""
-        if self.active:
+        """Install the filter; a no-op if installed, or if ``sys.stderr`` is not fd 2 (a test captures it)."""
+        if self.active or not _writes_to_fd2(sys.stderr):
             return self
         sys.stderr.flush()
         self._real = os.dup(2)

@@ -64,6 +64,7 @@ from hgpart.runtime.deviceset import DeviceSet
 
 from hgpart.errors import HgpartError
 from hgpart.notes import HgpartNote
+from hgpart.quiet import NOISE
 
 __all__ = [
     "CLIENT_JOB",
@@ -270,7 +271,7 @@ def _stderr_tail(f: Any) -> str:
         lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
     except (OSError, ValueError):
         return ""
-    useful = [ln for ln in lines if not ln.startswith(("WARNING: All log", "I0000", "W0000"))]
+    useful = [ln for ln in lines if not NOISE.match(ln)]
     return f": {useful[-1][:300]}" if useful else ""
 
 
