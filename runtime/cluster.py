@@ -18,9 +18,10 @@ Life cycle guarantees:
 
 * Start: free ports are reserved by binding K sockets at once (so they are distinct), released, and handed to
   the workers; a worker that loses the port race exits with a message and the whole start is retried (3 times).
-  Every worker must print its ready line within ``start_timeout`` and then answer a tiny op on its device
-  within the remaining time, else one :class:`HgpartError` (with the worker's last stderr line) is raised and
-  every started process is killed.
+  Every worker must print its ready line within ``start_timeout``; then the client has ``start_timeout`` again
+  to connect and to see every worker answer a tiny op on its device (the client's own TensorFlow start-up
+  falls in this second budget; a worker that dies meanwhile is reported at once, see below). Else one
+  :class:`HgpartError` (with the worker's last stderr line) is raised and every started process is killed.
 * Stop, by PID: on ``close()``, on leaving ``with``, at interpreter exit (``atexit``), on SIGINT/SIGTERM (the
   previous handler then runs, so Ctrl-C still raises ``KeyboardInterrupt``; a signal the process ignores, as a
   background job ignores SIGINT, stays ignored), and on any start error.
@@ -459,7 +460,8 @@ def _start_local(k: int, groups: list[list[int]], *, inter_op: int, start_timeou
     except BaseException:
         cluster.stop()
         raise
-    return _join(cluster, spec, workers, kind="local", inter_op=inter_op, deadline=deadline)
+    return _join(cluster, spec, workers, kind="local", inter_op=inter_op,
+                 deadline=time.monotonic() + start_timeout)
 
 
 def _join(cluster: _Cluster, spec: dict[str, list[str]], workers: list[WorkerInfo], *, kind: str, inter_op: int,
