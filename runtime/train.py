@@ -38,9 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.cluster import guarded
+from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.partitioned import PartitionedModel, check_keras_model
 from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.traffic import measure_traffic
 
 from hgpart.errors import HgpartError
 from hgpart.fileio import atomic_write_text, write_json
@@ -256,8 +259,6 @@ def train(
     Every setting is checked first; then the devices are opened (before anything else touches TensorFlow,
     so K logical devices can still be made); then the data is loaded and the model built on them.
     """
-    from hgpart.runtime.devices import open_devices
-
     pl = placement if isinstance(placement, Placement) else load_placement(placement)
     run = check_settings(pl, batch_size=batch_size, steps=steps, epochs=epochs, mode=mode, optimizer=optimizer,
                          lr=lr, dataset=dataset, inflight=inflight, seed=seed, trace=trace, log=log,
@@ -282,7 +283,6 @@ def train(
 def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings) -> tuple[PartitionedModel, TrainStep]:
     """The partitioned model and its compiled step, built on the workers under :func:`guarded`."""
     import tensorflow as tf
-    from hgpart.runtime.cluster import guarded  # a dead worker -> HgpartError in bounded time, not a hang
 
     tf.config.set_soft_device_placement(False)
     model = keras_model if keras_model is not None else build_for_placement(pl, seed=run.seed)
@@ -294,9 +294,6 @@ def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings
 
 def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, x: np.ndarray,
               y: np.ndarray) -> TrainResult:
-    from hgpart.runtime.cluster import guarded
-    from hgpart.runtime.traffic import measure_traffic
-
     assert run.steps is not None
     B, inflight, mode, seed = run.batch_size, run.inflight, run.mode, run.seed
     pm, step = _build_step(pl, ds, keras_model, run)

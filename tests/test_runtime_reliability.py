@@ -139,7 +139,8 @@ def _hgpart(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 @pytest.fixture(scope="module")
 def quiet_runs(placement_path: Path) -> dict[str, subprocess.CompletedProcess]:
-    """A local-worker run, a digits run on 2 logical devices, and `info` quiet and verbose, all at once."""
+    """A local-worker run alone (its start has a deadline), then a digits run on 2 logical devices and `info`
+    quiet and verbose, together."""
     code = "import sys; from hgpart.cli import main; main(sys.argv[1:])"
     loud = _ENV | {"TF_CPP_MIN_LOG_LEVEL": "0"}  # a user's setting that lets every TensorFlow line through
     jobs = {
@@ -148,17 +149,18 @@ def quiet_runs(placement_path: Path) -> dict[str, subprocess.CompletedProcess]:
         "info": (["info", "--model", "lenet5"], loud),
         "info_verbose": (["--verbose", "info", "--model", "lenet5"], loud),
     }
-    procs = {name: subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, env=env) for name, (args, env) in jobs.items()}
     out = {}
-    for name, p in procs.items():
-        try:
-            so, se = p.communicate(timeout=300)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        out[name] = subprocess.CompletedProcess(p.args, p.returncode, so, se)
+    for batch in (["local"], ["digits", "info", "info_verbose"]):
+        procs = {name: subprocess.Popen([sys.executable, "-c", code, *jobs[name][0]], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=jobs[name][1]) for name in batch}
+        for name, p in procs.items():
+            try:
+                so, se = p.communicate(timeout=300)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            out[name] = subprocess.CompletedProcess(p.args, p.returncode, so, se)
     return out
 
 
@@ -263,12 +265,12 @@ def test_note_prints_as_one_line_without_source_path() -> None:
 ])
 def test_bad_train_settings_are_one_line_exit_2(placement_path: Path, capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch, args: list[str], where: str) -> None:
-    from hgpart.runtime import devices
+    import importlib
 
     def no_devices(*a: object, **kw: object) -> None:
         raise AssertionError("devices opened before the settings were checked")
 
-    monkeypatch.setattr(devices, "open_devices", no_devices)
+    monkeypatch.setattr(importlib.import_module("hgpart.runtime.train"), "open_devices", no_devices)
     with pytest.raises(SystemExit) as exc:
         main(["train", "-p", str(placement_path), *args])
     err = capsys.readouterr().err
