@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -69,7 +68,10 @@ elif phase == "build":
     T.PartitionedModel = before(T.PartitionedModel)
 elif phase == "warmup":
     TrainStep.__call__ = before(TrainStep.__call__)
-main(["train", "-p", placement, "--devices", "local", "--steps", "2", "--batch-size", "8"])
+try:
+    main(["train", "-p", placement, "--devices", "local", "--steps", "2", "--batch-size", "8"])
+finally:
+    print(f"RETURNED {time.time()}", flush=True)  # the report is printed; only the interpreter's exit is left
 """
 
 
@@ -95,9 +97,9 @@ def _finish(proc: subprocess.Popen) -> dict:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    ended = time.time()
-    killed = [float(ln.split()[1]) for ln in out.splitlines() if ln.startswith("KILLED ")]
-    return {"rc": proc.returncode, "err": err, "out": out, "after_kill": ended - killed[0] if killed else None}
+    stamps = {ln.split()[0]: float(ln.split()[1]) for ln in out.splitlines() if ln.startswith(("KILLED ", "RETURNED "))}
+    after = stamps["RETURNED"] - stamps["KILLED"] if len(stamps) == 2 else None
+    return {"rc": proc.returncode, "err": err, "out": out, "after_kill": after}
 
 
 def _check_dead_worker_report(run: dict) -> None:
