@@ -14,19 +14,22 @@ own core(s) with ``os.sched_setaffinity``, with ``intra_op`` = its core count an
 flight. The client joins with ``tf.config.experimental_connect_to_cluster`` as job ``"client"``; its own CPU
 (``/job:client/replica:0/task:0/device:CPU:0``) feeds batches and is ``DeviceSet.host``.
 
-Life cycle guarantees (issue 4, "Bad input"):
+Life cycle guarantees:
 
 * Start: free ports are reserved by binding K sockets at once (so they are distinct), released, and handed to
   the workers; a worker that loses the port race exits with a message and the whole start is retried (3 times).
-  Every worker must print its ready line within ``start_timeout`` and then answer a tiny op on its device
-  within the remaining time, else one :class:`HgpartError` (with the worker's last stderr line) is raised and
-  every started process is killed.
+  Every worker must print its ready line within ``start_timeout``; then the client has ``start_timeout`` again
+  to connect and to see every worker answer a tiny op on its device (the client's own TensorFlow start-up
+  falls in this second budget; a worker that dies meanwhile is reported at once, see below). Else one
+  :class:`HgpartError` (with the worker's last stderr line) is raised and every started process is killed.
 * Stop, by PID: on ``close()``, on leaving ``with``, at interpreter exit (``atexit``), on SIGINT/SIGTERM (the
-  previous handler then runs, so Ctrl-C still raises ``KeyboardInterrupt``), and on any start error.
+  previous handler then runs, so Ctrl-C still raises ``KeyboardInterrupt``; a signal the process ignores, as a
+  background job ignores SIGINT, stays ignored), and on any start error.
 * Client death, even SIGKILL: each worker holds ``PR_SET_PDEATHSIG`` and reads a stdin pipe whose other end only
   the client holds; either one ends the worker within a second.
-* A worker that dies mid-run: a monitor thread notices within ~0.25 s (local: ``Popen.poll``; remote: a TCP
-  probe of its address fails 3 times in a row), records one HgpartError, and stops the other local workers.
+* A worker that dies after its ready line (while connecting, in the health check, or mid-run): a monitor thread
+  notices within ~0.25 s (local: ``Popen.poll``; remote: a TCP probe of its address fails 3 times in a row),
+  records one HgpartError naming that worker, and stops the other local workers.
   Measured on TF 2.21: after a worker dies, an eager op that needs a tensor from it can block *forever* in
   TensorFlow's C++ code even after every worker is gone, so no in-thread timeout can rescue it. Hence
   :func:`guarded`: it runs a call in a helper thread and returns its result, or raises the recorded failure
@@ -56,11 +59,13 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
-from hgpart.runtime.devices import DeviceSet
+from hgpart.runtime.deviceset import DeviceSet
 
 from hgpart.errors import HgpartError
+from hgpart.notes import HgpartNote
+from hgpart.quiet import NOISE
 
 __all__ = [
     "CLIENT_JOB",
@@ -227,6 +232,8 @@ def _install_hooks() -> None:
         return  # signal handlers can only be set from the main thread; atexit + pipes still cover us
     for sig in (signal.SIGINT, signal.SIGTERM):
         previous = signal.getsignal(sig)
+        if previous == signal.SIG_IGN:
+            continue  # ignored (e.g. SIGINT in a background job): the workers need no stop on a signal never acted on
 
         def handler(signum: int, frame: Any, _previous: Any = previous) -> None:
             for c in list(_ACTIVE):
@@ -265,7 +272,7 @@ def _stderr_tail(f: Any) -> str:
         lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
     except (OSError, ValueError):
         return ""
-    useful = [ln for ln in lines if not ln.startswith(("WARNING: All log", "I0000", "W0000"))]
+    useful = [ln for ln in lines if not NOISE.match(ln)]
     return f": {useful[-1][:300]}" if useful else ""
 
 
@@ -309,8 +316,12 @@ def assign_cores(k: int, cores: list[int] | None = None) -> tuple[list[list[int]
     return [[avail[i % n]] for i in range(k)], True
 
 
-def _connect(spec: dict[str, list[str]], *, inter_op: int, timeout: float) -> None:
-    """Join the eager context to ``spec`` as job 'client' (once per process; a changed spec reconnects)."""
+def _connect(spec: dict[str, list[str]], cluster: _Cluster, *, inter_op: int, timeout: float) -> None:
+    """Join the eager context to ``spec`` as job 'client' (once per process; a changed spec reconnects).
+
+    The join runs in a helper thread while the cluster's monitor watches the workers: a worker that dies
+    meanwhile is reported (by name) as soon as the monitor sees it, not when the timeout runs out.
+    """
     global _CONNECTED_SPEC
     import tensorflow as tf
 
@@ -329,7 +340,10 @@ def _connect(spec: dict[str, list[str]], *, inter_op: int, timeout: float) -> No
 
     t = threading.Thread(target=run, daemon=True, name="hgpart-connect")
     t.start()
-    t.join(timeout)
+    deadline = time.monotonic() + timeout
+    while t.is_alive() and time.monotonic() < deadline and cluster.failure is None:
+        t.join(_POLL_S)
+    cluster.check()
     if t.is_alive():
         raise HgpartError(f"connecting to the cluster did not finish within {timeout:.0f} s",
                           where=f"cluster {json.dumps(spec)}", fix="check that every worker is up and reachable")
@@ -396,8 +410,8 @@ def open_local(k: int, *, inter_op: int = 4, cores: list[int] | None = None,
     _claim_connection("devices 'local'")
     groups, oversubscribed = assign_cores(k, cores)
     if oversubscribed:
-        warnings.warn(f"{k} local workers on {len({c for g in groups for c in g})} cores: cores are shared "
-                      "round-robin, so workers compete and throughput figures are not per-core", RuntimeWarning,
+        warnings.warn(HgpartNote(f"{k} local workers on {len({c for g in groups for c in g})} cores: cores are "
+                                 "shared round-robin, so workers compete and throughput figures are not per-core"),
                       stacklevel=2)
     inter_op = max(int(inter_op), 1)
     _install_hooks()
@@ -446,28 +460,35 @@ def _start_local(k: int, groups: list[list[int]], *, inter_op: int, start_timeou
     except BaseException:
         cluster.stop()
         raise
-    return _join(cluster, spec, workers, kind="local", inter_op=inter_op, deadline=deadline)
+    return _join(cluster, spec, workers, kind="local", inter_op=inter_op,
+                 deadline=time.monotonic() + start_timeout)
 
 
 def _join(cluster: _Cluster, spec: dict[str, list[str]], workers: list[WorkerInfo], *, kind: str, inter_op: int,
           deadline: float) -> DeviceSet:
-    """Connect the client, health-check every worker, start the monitor; on any failure stop the cluster."""
+    """Start the monitor, connect the client, health-check every worker; on any failure stop the cluster.
+
+    The monitor starts first so that a worker dying while the client connects or checks it is named at once.
+    """
     try:
-        _connect(spec, inter_op=inter_op, timeout=max(1.0, deadline - time.monotonic()))
-        _health_check(workers, deadline, cluster)
         cluster.start_monitor()
+        _connect(spec, cluster, inter_op=inter_op, timeout=max(1.0, deadline - time.monotonic()))
+        _health_check(workers, deadline, cluster)
     except BaseException:
         cluster.stop()
         raise
     return DeviceSet(kind, [w.device for w in workers], host=f"/job:{CLIENT_JOB}/replica:0/task:0/device:CPU:0",
-                     closers=[cluster.stop])
+                     workers=cluster)
 
 
 def _wait_ready(cluster: _Cluster, deadline: float, start_timeout: float) -> None:
     """Read each worker's ready line; a worker that exits first or is late is one clear error."""
     sel = selectors.DefaultSelector()
     bufs: dict[int, bytes] = {}
+    outs: dict[int, IO[bytes]] = {}
     for i, p in enumerate(cluster.procs):
+        assert p.stdout is not None  # started with stdout=PIPE
+        outs[i] = p.stdout
         os.set_blocking(p.stdout.fileno(), False)
         sel.register(p.stdout, selectors.EVENT_READ, i)
         bufs[i] = b""
@@ -484,7 +505,7 @@ def _wait_ready(cluster: _Cluster, deadline: float, start_timeout: float) -> Non
                     fix="raise start_timeout on a loaded machine")
             for key, _ in sel.select(timeout=min(left, _POLL_S)):
                 i = key.data
-                chunk = key.fileobj.read()
+                chunk = outs[i].read()
                 if chunk is None:  # non-blocking read found nothing after all: select again
                     continue
                 bufs[i] += chunk
@@ -586,11 +607,8 @@ def open_cluster(spec: str, k: int, *, timeout: float = 30.0, inter_op: int = 4)
 
 
 def _cluster_of(ds: DeviceSet) -> _Cluster | None:
-    for fn in getattr(ds, "closers", ()):
-        owner = getattr(fn, "__self__", None)
-        if isinstance(owner, _Cluster):
-            return owner
-    return None
+    """The worker group this module started or joined for ``ds`` (None for logical/gpu sets)."""
+    return ds.workers if isinstance(ds.workers, _Cluster) else None
 
 
 def worker_info(ds: DeviceSet) -> list[WorkerInfo]:

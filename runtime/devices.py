@@ -12,50 +12,22 @@ Part ``p`` of a placement runs on ``ds.devices[p]``. The same placement file run
   Must be opened before TensorFlow initialises its devices; a second call with the same or a smaller K reuses
   the existing logical devices.
 * ``gpu`` - one device per visible GPU.
-* ``local`` / ``cluster:PATH`` - worker processes, delegated to :mod:`hgpart.runtime.cluster` (imported lazily).
+* ``local`` / ``cluster:PATH`` - worker processes, delegated to :mod:`hgpart.runtime.cluster`.
+
+:class:`DeviceSet` lives in :mod:`hgpart.runtime.deviceset` (re-exported here); this module imports it and
+the cluster module, and neither of them imports this one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from hgpart.runtime import cluster
+from hgpart.runtime.deviceset import DeviceSet
 
 from hgpart.errors import HgpartError
 
 __all__ = ["DeviceSet", "open_devices", "DEVICE_KINDS"]
 
 DEVICE_KINDS = ("logical", "local", "gpu", "cluster:SPEC")
-
-
-@dataclass
-class DeviceSet:
-    """K TensorFlow device strings plus whatever must be stopped when done."""
-
-    kind: str  # "logical" | "local" | "gpu" | "cluster"
-    devices: list[str]
-    #: the client-side device that feeds input batches and labels
-    host: str = "/job:localhost/replica:0/task:0/device:CPU:0"
-    #: callables run (last first) by close(): e.g. the cluster helper stops its worker processes here
-    closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
-    _closed: bool = field(default=False, repr=False)
-
-    @property
-    def k(self) -> int:
-        return len(self.devices)
-
-    def close(self) -> None:
-        """Stop anything this set started (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        for fn in reversed(self.closers):
-            fn()
-
-    def __enter__(self) -> DeviceSet:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _logical(k: int, inter_op: int) -> DeviceSet:
@@ -99,12 +71,8 @@ def open_devices(spec: str, k: int, *, inter_op: int = 4) -> DeviceSet:
     if spec == "gpu":
         return _gpu(k)
     if spec == "local":
-        from hgpart.runtime import cluster
-
         return cluster.open_local(k, inter_op=inter_op)
     if spec.startswith("cluster"):
-        from hgpart.runtime import cluster
-
         path = spec.partition(":")[2] or "TF_CONFIG"
         return cluster.open_cluster(path, k)
     raise HgpartError(f"unknown device kind {spec!r}", where="--devices",

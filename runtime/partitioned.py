@@ -43,10 +43,29 @@ from typing import Any
 import numpy as np
 
 from hgpart.errors import HgpartError
+from hgpart.frontend import layer_graph_from_keras
 from hgpart.layergraph import Layer
 from hgpart.placement import Placement
 
-__all__ = ["PartitionedModel", "PartVariable", "rectangles"]
+__all__ = ["PartitionedModel", "PartVariable", "rectangles", "check_keras_model"]
+
+
+def check_keras_model(pl: Placement, keras_model: Any, *, where: str = "placement vs Keras model") -> None:
+    """Refuse a Keras model whose layer graph is not the placement's (fingerprints differ): one HgpartError.
+
+    Names both sides as they are: the placement file's model name and the Keras model's own name.
+    """
+    graph = layer_graph_from_keras(keras_model, name=str(getattr(keras_model, "name", "") or "keras model"))
+    mine = pl.graph
+    if graph.fingerprint() == mine.fingerprint():
+        return
+    if graph.name != mine.name:
+        pl.check_model(graph, where=where)
+    raise HgpartError(
+        f"placement is for a model named {mine.name!r} {list(mine.input_shape)} whose layers (fingerprint "
+        f"{mine.fingerprint()}) differ from those of the Keras model {graph.name!r} {list(graph.input_shape)} "
+        f"(fingerprint {graph.fingerprint()})", where=where,
+        fix="compile a placement for this model with `hgpart partition` (was the placement file edited?)")
 
 
 @dataclass
@@ -89,6 +108,7 @@ class PartitionedModel:
         if len(devices) < placement.k:
             raise HgpartError(f"the placement has K = {placement.k} parts but only {len(devices)} devices are open",
                               where="runtime", fix=f"open {placement.k} devices")
+        check_keras_model(placement, keras_model)
         self.pl = placement
         self.graph = placement.graph
         self.k = placement.k

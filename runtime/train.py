@@ -28,22 +28,31 @@ Chrome/Perfetto view and gives each device's busy fraction (``TrainResult.device
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.cluster import guarded
+from hgpart.runtime.devices import open_devices
+from hgpart.runtime.deviceset import DeviceSet
+from hgpart.runtime.partitioned import PartitionedModel, check_keras_model
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
+from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.traffic import measure_traffic
 
 from hgpart.errors import HgpartError
 from hgpart.fileio import atomic_write_text, write_json
 from hgpart.placement import Placement, load_placement
 
-__all__ = ["train", "TrainResult", "load_dataset", "build_for_placement", "DATASETS", "MODES", "run_pipeline"]
+__all__ = ["train", "TrainResult", "RunSettings", "check_settings", "check_dataset", "load_dataset",
+           "build_for_placement", "DATASETS", "MODES", "run_pipeline"]
 
 DATASETS = ("synthetic", "digits")
 MODES = ("async", "sync")
@@ -80,28 +89,39 @@ class TrainResult:
 
 
 # ------------------------------------------------------------------------------------------------ data
+def check_dataset(name: str, num_classes: int) -> None:
+    """Refuse an unknown dataset, or one with more classes than the model has, before any TensorFlow work."""
+    if name not in DATASETS:
+        raise HgpartError(f"unknown dataset {name!r}", where="--dataset", fix=f"use one of {DATASETS}")
+    if name == "digits" and num_classes < 10:
+        raise HgpartError(f"the model has {num_classes} classes; digits has 10", where="--dataset digits",
+                          fix="use a model with >= 10 classes or --dataset synthetic")
+
+
 def load_dataset(name: str, input_shape: tuple[int, ...], num_classes: int, *, n: int = 512,
-                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``synthetic``: seeded normal images and uniform labels. ``digits``: scikit-learn's 8x8 digits resized."""
+                 seed: int = 0, device: str = "/CPU:0") -> tuple[np.ndarray, np.ndarray]:
+    """``synthetic``: seeded normal images and uniform labels. ``digits``: scikit-learn's 8x8 digits resized.
+
+    ``digits`` resizes with TensorFlow on ``device``, which initialises TensorFlow's devices: open the
+    devices first (:func:`train` does).
+    """
+    check_dataset(name, num_classes)
     if name == "synthetic":
         rng = np.random.default_rng(seed)
         x = rng.normal(size=(n, *input_shape)).astype(np.float32)
         return x, rng.integers(0, num_classes, n).astype(np.int32)
     if name == "digits":
-        if num_classes < 10:
-            raise HgpartError(f"the model has {num_classes} classes; digits has 10", where="--dataset digits",
-                              fix="use a model with >= 10 classes or --dataset synthetic")
         import tensorflow as tf
         from sklearn.datasets import load_digits
 
         d = load_digits()
         img = (d.images.astype(np.float32) / 16.0)[..., None]
         h, w, c = input_shape
-        with tf.device("/CPU:0"):
+        with tf.device(device):
             x = tf.image.resize(img, (h, w)).numpy()
         x = np.repeat(x, c, axis=-1) if c != 1 else x
         return x.astype(np.float32), d.target.astype(np.int32)
-    raise HgpartError(f"unknown dataset {name!r}", where="--dataset", fix=f"use one of {DATASETS}")
+    raise AssertionError(name)  # check_dataset refused every other name
 
 
 # -------------------------------------------------------------------------------------------- models
@@ -109,13 +129,12 @@ def build_for_placement(pl: Placement, *, seed: int = 0) -> Any:
     """The Keras model of the placement's model name with a fixed seed, checked against the placement."""
     import keras
 
-    from hgpart.frontend import layer_graph_from_keras
     from hgpart.models import load_keras_model
 
     keras.utils.set_random_seed(seed)
     g = pl.graph
     model = load_keras_model(g.name, input_shape=tuple(g.input_shape), num_classes=g.num_classes or None)
-    pl.check_model(layer_graph_from_keras(model, name=g.name), where="placement vs Keras model")
+    check_keras_model(pl, model, where="placement vs Keras model")
     return model
 
 
@@ -154,6 +173,58 @@ def _write_trace(folder: Path, rows: list[StepRecord], meta: dict[str, Any]) -> 
 
 
 # ----------------------------------------------------------------------------------------------- train
+@dataclass(frozen=True)
+class RunSettings:
+    """The checked settings of one training run: everything but the placement, the model, devices and data."""
+
+    opt: OptimizerSpec
+    batch_size: int
+    #: training steps; None until the dataset's size turns ``epochs`` into steps
+    steps: int | None
+    epochs: float
+    mode: str
+    inflight: int
+    dataset: str
+    seed: int = 0
+    trace: Path | None = None
+    log: Path | None = None
+    progress: bool = False
+    devices: str = "logical"
+
+
+def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, epochs: float | None,
+                   mode: str, optimizer: str, lr: float, dataset: str, inflight: int | None,
+                   seed: int = 0, trace: str | Path | None = None, log: str | Path | None = None,
+                   progress: bool = False, devices: str = "logical") -> RunSettings:
+    """Check every setting against the placement, before any TensorFlow work; one HgpartError if one is wrong.
+
+    ``None`` means the default: the placement's batch size, K batches in flight, one epoch.
+    """
+    if mode not in MODES:
+        raise HgpartError(f"unknown mode {mode!r}", where="--mode", fix=f"use one of {MODES}")
+    opt = OptimizerSpec(optimizer, lr)
+    if steps is not None and steps < 1:
+        raise HgpartError(f"{steps} training steps requested", where="--steps",
+                          fix="pass a number of steps >= 1 (or 0 to train for --epochs)")
+    if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
+        raise HgpartError(f"{epochs} epochs requested", where="--epochs", fix="pass a number of epochs > 0")
+    if batch_size is not None and batch_size < 1:
+        raise HgpartError(f"batch size {batch_size} requested", where="--batch-size",
+                          fix="pass a batch size >= 1 (or 0 for the placement's)")
+    if inflight is not None and inflight < 1:
+        raise HgpartError(f"{inflight} batches in flight requested", where="--inflight",
+                          fix="pass a number >= 1 (or 0 for K)")
+    B = int(batch_size or pl.batch_size)
+    k_inflight = int(inflight or pl.k)
+    if mode == "sync" and B % k_inflight:
+        raise HgpartError(f"batch size {B} is not divisible into {k_inflight} micro-batches", where="--mode sync",
+                          fix="pass --inflight dividing the batch size")
+    check_dataset(dataset, pl.graph.num_classes or 10)
+    return RunSettings(opt=opt, batch_size=B, steps=steps, epochs=float(epochs or 1.0), mode=mode,
+                       inflight=k_inflight, dataset=dataset, seed=seed, trace=Path(trace) if trace else None,
+                       log=Path(log) if log else None, progress=progress, devices=devices)
+
+
 def train(
     placement: str | Path | Placement,
     *,
@@ -171,108 +242,105 @@ def train(
     seed: int = 0,
     keras_model: Any = None,
     progress: bool = False,
-    device_set: Any = None,
+    device_set: DeviceSet | None = None,
 ) -> TrainResult:
-    """Train the placement's model on ``devices`` (see the module docstring); returns what was measured."""
-    from hgpart.runtime.devices import open_devices
-    from hgpart.runtime.step import OptimizerSpec
+    """Train the placement's model on ``devices`` (see the module docstring); returns what was measured.
 
+    Every setting is checked first; then the devices are opened (before anything else touches TensorFlow,
+    so K logical devices can still be made); then the data is loaded and the model built on them.
+    """
     pl = placement if isinstance(placement, Placement) else load_placement(placement)
-    if mode not in MODES:
-        raise HgpartError(f"unknown mode {mode!r}", where="--mode", fix=f"use one of {MODES}")
-    opt = OptimizerSpec(optimizer, lr)
-    B = int(batch_size or pl.batch_size)
-    k_inflight = int(inflight or pl.k)
-    if B < 1 or k_inflight < 1:
-        raise HgpartError("batch size and in-flight batches must be >= 1", where="train")
-    if mode == "sync" and B % k_inflight:
-        raise HgpartError(f"batch size {B} is not divisible into {k_inflight} micro-batches", where="--mode sync",
-                          fix="pass --inflight dividing the batch size")
-    if dataset not in DATASETS:
-        raise HgpartError(f"unknown dataset {dataset!r}", where="--dataset", fix=f"use one of {DATASETS}")
-    g = pl.graph
-    x, y = load_dataset(dataset, tuple(g.input_shape), g.num_classes or 10, n=max(512, 4 * B), seed=seed)
-    if steps is None:
-        steps = max(1, int(round((epochs or 1.0) * len(x) / B)))
-    ds = device_set or open_devices(devices, pl.k, inter_op=max(4, k_inflight + 1))
+    run = check_settings(pl, batch_size=batch_size, steps=steps, epochs=epochs, mode=mode, optimizer=optimizer,
+                         lr=lr, dataset=dataset, inflight=inflight, seed=seed, trace=trace, log=log,
+                         progress=progress, devices=devices)
+    ds = device_set or open_devices(devices, pl.k, inter_op=max(4, run.inflight + 1))
     try:
-        return _train_on(pl, ds, keras_model, opt, B, steps, mode, k_inflight, x, y, trace, log, seed, progress,
-                         devices)
+        g = pl.graph
+        x, y = load_dataset(dataset, tuple(g.input_shape), g.num_classes or 10, n=max(512, 4 * run.batch_size),
+                            seed=seed, device=ds.host)
+        if run.steps is None:
+            run = replace(run, steps=max(1, int(round(run.epochs * len(x) / run.batch_size))))
+        return _train_on(pl, ds, keras_model, run, x, y)
     finally:
         if device_set is None:
+            if ds.workers is not None:
+                # Free the step's functions while the workers still run: TensorFlow deletes them on every
+                # worker, and after the workers stop each deletion fails with an error line on stderr.
+                gc.collect()
             ds.close()
 
 
-def _train_on(pl: Placement, ds: Any, keras_model: Any, opt: Any, B: int, steps: int, mode: str, inflight: int,
-              x: np.ndarray, y: np.ndarray, trace: Any, log: Any, seed: int, progress: bool,
-              devices: str) -> TrainResult:
+def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings) -> tuple[PartitionedModel, TrainStep]:
+    """The partitioned model and its compiled step, built on the workers under :func:`guarded`."""
     import tensorflow as tf
-    from hgpart.runtime.cluster import guarded  # a dead worker -> HgpartError in bounded time, not a hang
-    from hgpart.runtime.partitioned import PartitionedModel
-    from hgpart.runtime.step import TrainStep
-    from hgpart.runtime.traffic import measure_traffic
 
     tf.config.set_soft_device_placement(False)
-    model = keras_model if keras_model is not None else build_for_placement(pl, seed=seed)
-    if keras_model is not None:
-        from hgpart.frontend import layer_graph_from_keras
+    model = keras_model if keras_model is not None else build_for_placement(pl, seed=run.seed)
+    pm = guarded(ds, PartitionedModel, pl, model, ds.devices, host=ds.host)
+    step = guarded(ds, TrainStep, pm, run.opt, batch_size=run.batch_size,
+                   micro_batches=run.inflight if run.mode == "sync" else 1)
+    return pm, step
 
-        pl.check_model(layer_graph_from_keras(keras_model, name=pl.graph.name), where="placement vs Keras model")
-    pm = PartitionedModel(pl, model, ds.devices, host=getattr(ds, "host", None))
-    step = TrainStep(pm, opt, batch_size=B, micro_batches=inflight if mode == "sync" else 1)
+
+def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, x: np.ndarray,
+              y: np.ndarray) -> TrainResult:
+    assert run.steps is not None
+    B, inflight, mode, seed = run.batch_size, run.inflight, run.mode, run.seed
+    pm, step = _build_step(pl, ds, keras_model, run)
     traffic = measure_traffic(step)
-    step(x[:B], y[:B])  # warm-up (first call allocates); not counted
+    guarded(ds, step, x[:B], y[:B])  # warm-up (first call allocates); not counted
     meta = {"placement_model": pl.graph.name, "grain": pl.grain, "method": pl.method, "k": pl.k,
-            "devices": devices, "mode": mode, "inflight": inflight, "batch_size": B, "optimizer": opt.name,
-            "lr": opt.lr, "traffic_bytes": traffic.to_dict()}
-    bar = None
-    if progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        bar = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("loss {task.fields[loss]:.4f}  {task.fields[ips]:.1f} img/s"),
-                       TimeRemainingColumn())
-        task = bar.add_task("train", total=steps, loss=float("nan"), ips=0.0)
-        bar.start()
-
-    def on_step(rec: StepRecord) -> None:
-        if bar is not None:
-            bar.update(task, advance=1, loss=rec.loss, ips=rec.images_per_s)
-
+            "devices": run.devices, "mode": mode, "inflight": inflight, "batch_size": B, "optimizer": run.opt.name,
+            "lr": run.opt.lr, "traffic_bytes": traffic.to_dict()}
+    bar = _Bar(run.steps) if run.progress else None
     dtrace = None
+    trace = run.trace
     if trace is not None:  # a few extra steps under the profiler, before (and not in) the timed run
         from hgpart.runtime.devtrace import capture_device_trace
-
-        n_trace = max(2, inflight)
 
         def run_traced(n: int) -> None:
             guarded(ds, run_pipeline, step, x, y, steps=n, batch_size=B,
                     inflight=inflight if mode == "async" else 1, seed=seed + 1)
 
-        dtrace = capture_device_trace(step, ds, run_traced, Path(trace), steps=n_trace, inflight=inflight,
+        dtrace = capture_device_trace(step, ds, run_traced, trace, steps=max(2, inflight), inflight=inflight,
                                       meta=meta)
     t0 = time.perf_counter()
     try:
-        if mode == "async":
-            rows = guarded(ds, run_pipeline, step, x, y, steps=steps, batch_size=B, inflight=inflight,
-                           on_step=on_step, seed=seed)
-        else:
-            rows = guarded(ds, run_pipeline, step, x, y, steps=steps, batch_size=B, inflight=1, on_step=on_step,
-                           seed=seed)
+        rows = guarded(ds, run_pipeline, step, x, y, steps=run.steps, batch_size=B,
+                       inflight=inflight if mode == "async" else 1, on_step=bar.update if bar else None, seed=seed)
     finally:
         if bar is not None:
             bar.stop()
     secs = time.perf_counter() - t0
     trace_files: list[str] = []
-    if dtrace is not None:
-        trace_files = [str(dtrace.path), str(_write_trace(Path(trace), rows, meta))]
-    if log is not None:
-        _write_log(Path(log), rows, meta)
+    if dtrace is not None and trace is not None:
+        trace_files = [str(dtrace.path), str(_write_trace(trace, rows, meta))]
+    if run.log is not None:
+        _write_log(run.log, rows, meta)
     pred = float(pl.recompute_metrics().comm_volume_mib) * 2**20 * B / pl.batch_size
     return TrainResult(steps=len(rows), images=len(rows) * B, seconds=secs, images_per_s=len(rows) * B / secs,
                        losses=[r.loss for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
                        device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files,
                        compute=pm.compute_overhead())
+
+
+class _Bar:
+    """The rich progress bar of a run: steps done, last loss, images per second."""
+
+    def __init__(self, steps: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("loss {task.fields[loss]:.4f}  {task.fields[ips]:.1f} img/s"),
+                                 TimeRemainingColumn())
+        self.task = self.progress.add_task("train", total=steps, loss=float("nan"), ips=0.0)
+        self.progress.start()
+
+    def update(self, rec: StepRecord) -> None:
+        self.progress.update(self.task, advance=1, loss=rec.loss, ips=rec.images_per_s)
+
+    def stop(self) -> None:
+        self.progress.stop()
 
 
 def summary_json(res: TrainResult) -> str:

@@ -312,3 +312,31 @@ def test_sigterm_handler_chains(monkeypatch):
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _imports(module: object) -> set[str]:
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    out = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    return out | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+
+def test_device_set_holds_its_workers_and_the_modules_form_no_cycle():
+    """devices imports cluster and deviceset; cluster imports deviceset only; deviceset imports neither."""
+    from hgpart.runtime import devices, deviceset
+
+    assert "hgpart.runtime.devices" not in _imports(cluster)
+    assert not {m for m in _imports(deviceset) if m.startswith("hgpart.runtime")}
+    assert "hgpart.runtime.deviceset" in _imports(devices) and devices.DeviceSet is deviceset.DeviceSet
+    group = cluster._Cluster("local", [], [], [])
+    group.failure = HgpartError("local worker 1 died")
+    ds = deviceset.DeviceSet("local", ["/job:worker/replica:0/task:0/device:CPU:0"], workers=group)
+    assert cluster._cluster_of(ds) is group
+    with pytest.raises(HgpartError, match="local worker 1 died"):
+        ds.check()
+    with pytest.raises(HgpartError, match="local worker 1 died"):
+        cluster.check(ds)
+    ds.close()
+    assert group._stopping

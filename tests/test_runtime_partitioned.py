@@ -33,9 +33,9 @@ tf.config.set_soft_device_placement(False)
 B = 8
 
 
-def mini_vgg() -> keras.Model:
+def mini_vgg(shape: tuple[int, int, int] = (16, 16, 3), classes: int = 10) -> keras.Model:
     L = keras.layers
-    x = inp = keras.Input((16, 16, 3), name="input")
+    x = inp = keras.Input(shape, name="input")
     x = L.Conv2D(6, 3, padding="same", use_bias=False, name="c1")(x)  # a bias before BN has ~0 gradient
     x = L.BatchNormalization(name="bn1")(x)
     x = L.Activation("relu", name="r1")(x)
@@ -45,7 +45,7 @@ def mini_vgg() -> keras.Model:
     x = L.MaxPooling2D(2, name="p2")(x)
     x = L.Flatten(name="flat")(x)
     x = L.Dense(12, activation="relu", name="fc1")(x)
-    out = L.Dense(10, activation="softmax", name="pred")(x)
+    out = L.Dense(classes, activation="softmax", name="pred")(x)
     return keras.Model(inp, out, name="tvgg")
 
 
@@ -236,6 +236,31 @@ def test_placement_for_another_model_is_refused():
     other, _ = make("branch")
     with pytest.raises(HgpartError, match="placement is for model"):
         train(pl, keras_model=other, steps=1, batch_size=B, device_set=DS)
+
+
+def test_placement_for_another_model_names_both_models():
+    from hgpart.runtime.train import train
+
+    _, g = make("vgg")
+    pl = placement(g, "coarse", lambda hg: np.zeros(hg.num_vertices), k=1)
+    other, _ = make("branch")
+    with pytest.raises(HgpartError) as exc:
+        train(pl, keras_model=other, steps=1, batch_size=B, device_set=DS)
+    line = exc.value.line()
+    assert "model 'tvgg'" in line and "not 'tbranch'" in line  # the placement's model, then the Keras model's own
+
+
+@pytest.mark.parametrize(("shape", "classes", "what"), [((32, 32, 3), 10, "[32, 32, 3]"), ((16, 16, 3), 12, "")])
+def test_partitioned_model_refuses_a_keras_model_the_placement_is_not_for(shape, classes, what):
+    """The placement is for a 32x32 model (a 16x16 one raised IndexError) / a 10-class one (12 built silently)."""
+    keras.utils.set_random_seed(0)
+    big = mini_vgg(shape, 10)
+    pl = placement(layer_graph_from_keras(big, name="tvgg"), "coarse", lambda hg: np.arange(hg.num_vertices) % 2,
+                   k=2)
+    model = mini_vgg((16, 16, 3), classes)
+    with pytest.raises(HgpartError, match="placement is for a model named 'tvgg'") as exc:
+        PartitionedModel(pl, model, DS.devices)
+    assert what in exc.value.line()
 
 
 def test_too_few_devices():

@@ -134,6 +134,7 @@ def test_train_cli_placement_for_another_model(tmp_path):
     assert proc.returncode == 2
     lines = our_stderr(proc)
     assert len(lines) == 1 and lines[0].startswith("error:") and "minires" in lines[0], proc.stderr
+    assert "not 'minires'" not in lines[0]  # one model, two layer sets: not "for 'minires' ... not 'minires'"
     assert "Traceback" not in proc.stderr
 
 
