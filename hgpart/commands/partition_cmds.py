@@ -182,8 +182,6 @@ def partition_cmd(
     bound_time_limit: float = typer.Option(30.0, "--bound-time-limit", help="seconds for the lower-bound program"),
 ) -> None:
     """Partition the hypergraph into K parts, write the placement file, print the metrics."""
-    import os
-
     from rich.console import Console
 
     from hgpart.partitioners import partition
@@ -195,14 +193,14 @@ def partition_cmd(
     if threads is not None:
         if threads < 1:
             raise HgpartError(f"--threads {threads} must be >= 1")
-        os.environ["HGPART_MTKAHYPAR_THREADS"] = str(threads)
     graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
     hg = _build(graph, prof, grain, group, channel_group)
     c = Console()
     c.print(f"{graph.name} {graph.input_tag} {grain} grain: {hg.num_vertices:,} vertices, {hg.num_nets:,} nets, "
             f"{hg.num_pins:,} pins (built in {hg.build_seconds:.2f} s); partitioning into {k} with {backend}...",
             highlight=False)
-    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit)
+    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit,
+                    threads=threads)
     backend_bytes = (res.backend_objective * res.objective_scale) if res.backend_objective is not None else None
     provenance = {
         "command": "hgpart " + " ".join(sys.argv[1:]) if sys.argv and "hgpart" in Path(sys.argv[0]).name else "",

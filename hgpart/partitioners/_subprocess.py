@@ -25,7 +25,9 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.formats import write_hmetis
-from hgpart.partitioners.scaling import ScaledHypergraph
+from hgpart.hypergraph import Hypergraph
+from hgpart.partitioners.base import PartitionResult
+from hgpart.partitioners.scaling import ScaledHypergraph, scale_hypergraph
 
 __all__ = ["run_child", "partition_in_child"]
 
@@ -92,17 +94,14 @@ def run_child(
 
 
 def partition_in_child(
-    tool: str, hg: Any, *, k: int, epsilon: float, seed: int, config: str, preset: str, threads: int,
+    tool: str, hg: Hypergraph, *, k: int, epsilon: float, seed: int, config: str, preset: str, threads: int,
     deterministic: bool, time_limit: float | None,
-) -> Any:
+) -> PartitionResult:
     """Scale ``hg``, run ``tool`` in a child process and wrap its answer as a PartitionResult.
 
     Both KaHyPar and Mt-KaHyPar go through here, so their provenance (tool
     version, scaling, threads, determinism, file hand-off times) is recorded alike.
     """
-    from hgpart.partitioners import PartitionResult
-    from hgpart.partitioners.scaling import scale_hypergraph
-
     sh = scale_hypergraph(hg, k=k, epsilon=epsilon)
     parts, info = run_child(tool, sh, k=k, epsilon=epsilon, seed=seed, config=config, threads=threads,
                             time_limit=time_limit)

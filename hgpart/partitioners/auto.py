@@ -68,8 +68,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph, VertexBlock
 from hgpart.metrics import balance_class, km1_bytes
+from hgpart.partitioners._memo import memo
+from hgpart.partitioners.base import PartitionResult
+from hgpart.partitioners.block import contract, contract_with_map, grouped_family
+from hgpart.partitioners.counts import analyze
+from hgpart.partitioners.exact import run as exact_run
+from hgpart.partitioners.incremental import incremental_parts
+from hgpart.partitioners.kahypar_backend import run as kahypar_run
+from hgpart.partitioners.portfolio import MAX_SEEDS, Candidate, refine, run_portfolio, worker_count
 
 __all__ = ["run", "fine_to_coarse"]
 
@@ -90,14 +99,10 @@ def fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
 
     Computed once per fine hypergraph (it does not depend on K).
     """
-    from hgpart.partitioners._memo import memo
-
     return memo(hg, "fine_to_coarse", lambda: _fine_to_coarse(hg))
 
 
 def _fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
-    from hgpart.partitioners.block import contract_with_map
-
     vmap = np.empty(hg.num_vertices, dtype=np.int64)
     blocks: list[VertexBlock] = []
     nv = 0
@@ -118,18 +123,17 @@ def _fine_to_coarse(hg: Hypergraph) -> tuple[Hypergraph, np.ndarray]:
     return small, vmap
 
 
-def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
-    """Backend entry point (see :mod:`hgpart.partitioners`)."""
+def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
+        threads: int | None = None) -> PartitionResult:
+    """Backend entry point (see :mod:`hgpart.partitioners`); ``threads``: workers of the fine-grain portfolio."""
     limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
     if hg.grain == "coarse":
         return _coarse(hg, k=k, epsilon=epsilon, seed=seed, limit=limit)
-    return _fine(hg, k=k, epsilon=epsilon, seed=seed, limit=limit)
+    return _fine(hg, k=k, epsilon=epsilon, seed=seed, limit=limit, threads=threads)
 
 
 def _result(best: str, scored: dict[str, float], parts: np.ndarray, t0: float, notes: dict[str, str],
-            bound: float | None, proven: bool, **info: object):
-    from hgpart.partitioners import PartitionResult
-
+            bound: float | None, proven: bool, **info: object) -> PartitionResult:
     return PartitionResult(
         parts=parts,
         backend="auto",
@@ -144,23 +148,15 @@ def _result(best: str, scored: dict[str, float], parts: np.ndarray, t0: float, n
 
 def _fallback(hg: Hypergraph, k: int, epsilon: float) -> tuple[str, np.ndarray]:
     """The thesis's fill-in-order placement: one vertex over the average at most, so auto always answers."""
-    from hgpart.partitioners.incremental import incremental_parts
-
     return "incremental", incremental_parts(hg.vertex_weight, k)
 
 
-def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
+def _coarse(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float) -> PartitionResult:
     """Coarse grain: the exact program (proven bound), KaHyPar and Mt-KaHyPar QUALITY, V-cycles from the best."""
-    from hgpart.errors import HgpartError
-    from hgpart.partitioners.block import contract
-    from hgpart.partitioners.counts import analyze
-    from hgpart.partitioners.exact import run as exact_run
-    from hgpart.partitioners.portfolio import refine
-
     t0 = time.perf_counter()
     cands: dict[str, np.ndarray] = {}
     notes: dict[str, str] = {}
-    bound = None
+    bound: float | None = None
     proven = False
 
     def left(until: float) -> float:
@@ -222,20 +218,16 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
     finish depends on how long KaHyPar takes, so that candidate is not
     reproducible across machines.
     """
-    from hgpart.errors import HgpartError
-    from hgpart.partitioners import kahypar_backend as kahypar
-    from hgpart.partitioners.portfolio import MAX_SEEDS, Candidate, run_portfolio
-
     done = threading.Event()
 
-    def kahypar_run():
+    def run_kahypar() -> PartitionResult:
         try:
-            return kahypar.run(work_hg, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=seconds)
+            return kahypar_run(work_hg, k=k, epsilon=epsilon, seed=seed, preset=None, time_limit=seconds)
         finally:
             done.set()
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        kahypar_future = pool.submit(kahypar_run)
+        kahypar_future = pool.submit(run_kahypar)
         try:
             runs = run_portfolio([Candidate("graph", work_hg, None, seeds=MAX_SEEDS)], k=k, epsilon=epsilon,
                                  seconds=seconds, workers=1, refine_share=0.0, seed0=seed, stop=done)
@@ -261,8 +253,6 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
 
 def _score(hg: Hypergraph, cands: dict[str, np.ndarray], k: int, epsilon: float) -> dict[str, float]:
     """km1 of the candidates that may compete (see the module docstring on balance)."""
-    from hgpart.errors import HgpartError
-
     level = {name: balance_class(hg, p, k, epsilon) for name, p in cands.items()}
     names = [n for n in cands if level[n] == 0 or (level[n] == 1 and n != "incremental")]
     names = names or [n for n in cands if level[n] <= 1]
@@ -280,20 +270,14 @@ def fine_sides(k: int) -> list[int]:
     return [s for s in SIDES if 8 * s >= k]
 
 
-def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
+def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float,
+          threads: int | None = None) -> PartitionResult:
     """Fine grain: the lifted exact coarse placement, then a portfolio of Mt-KaHyPar runs on nested groupings."""
-    from hgpart.errors import HgpartError
-    from hgpart.partitioners._memo import memo
-    from hgpart.partitioners.block import grouped_family
-    from hgpart.partitioners.counts import analyze
-    from hgpart.partitioners.exact import run as exact_run
-    from hgpart.partitioners.portfolio import Candidate, run_portfolio, worker_count
-
     t0 = time.perf_counter()
     notes: dict[str, str] = {}
     coarse, cmap = fine_to_coarse(hg)
     # every candidate lives on some graph: (graph, parts on it, map to hg), scored on that graph (same km1)
-    cands: dict[str, tuple[Hypergraph, np.ndarray, np.ndarray]] = {}
+    cands: dict[str, tuple[Hypergraph, np.ndarray, np.ndarray | None]] = {}
     split = False
     exact_ok = True
     try:
@@ -308,7 +292,7 @@ def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
     stages = {"analysis": round(time.perf_counter() - t0, 2)}
     sides = fine_sides(k)
     family = memo(hg, f"family:{SIDES}:{max(128, k)}", lambda: grouped_family(hg, SIDES, min_1d=max(128, k)))
-    graphs = []
+    graphs: list[Candidate] = []
     for s in sides:  # a coarser side that groups nothing more (small layers) is the same graph: once
         if not graphs or family[s][0].num_vertices != graphs[-1].hg.num_vertices:
             graphs.append(Candidate(f"{s}x{s}", *family[s]))
@@ -332,7 +316,7 @@ def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
     else:
         try:
             # while the program runs, it has a core of its own
-            workers = max(1, worker_count() - 1) if exact_future is not None else None
+            workers = max(1, worker_count(threads) - 1) if exact_future is not None else worker_count(threads)
             runs = run_portfolio(graphs, k=k, epsilon=epsilon, seconds=budget, seed0=seed, workers=workers)
         except HgpartError as exc:
             notes["portfolio"] = exc.line()
@@ -369,7 +353,7 @@ def _fine(hg: Hypergraph, *, k: int, epsilon: float, seed: int, limit: float):
         return _result(name, scored, parts, t0, notes, None, False, stage_seconds=stages)
     best = min(scored, key=scored.__getitem__)
     g_hg, parts, to_full = cands[best]
-    return _result(best, scored, parts[to_full], t0, notes, None, False, stage_seconds=stages)
+    return _result(best, scored, _expand(parts, to_full), t0, notes, None, False, stage_seconds=stages)
 
 
 #: seconds per pin and log2 K of one single-threaded Mt-KaHyPar QUALITY run on a grouped CNN graph

@@ -42,6 +42,8 @@ import time
 import numpy as np
 
 from hgpart.hypergraph import Hypergraph, VertexBlock, sorted_unique
+from hgpart.metrics import balance_class
+from hgpart.partitioners.base import PartitionResult
 
 __all__ = ["checkerboard_parts", "contract", "contract_with_map", "choose_groups", "run", "TARGET_PER_LAYER",
            "grouped_family"]
@@ -223,6 +225,7 @@ def grouped_family(hg: Hypergraph, sides: tuple[int, ...], *, min_1d: int = 128
         nv = 0
         for blk in cur.blocks:
             full = hg.block(blk.layer, blk.role)
+            assert full is not None  # every grouped block comes from a block of hg
             new = VertexBlock(blk.layer, blk.role, nv, full.extent, groups[(blk.layer, blk.role)])
             # the first ungrouped index each current vertex covers, mapped into the new grouping
             firsts = [np.arange(n) * g for n, g in zip(blk.shape, blk.group, strict=True)]
@@ -309,15 +312,13 @@ def contract_with_map(hg: Hypergraph, vmap: np.ndarray, blocks: list[VertexBlock
     return small
 
 
-def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
+def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
+        threads: int | None = None) -> PartitionResult:
     """Backend entry point: the checkerboard placement (deterministic, ignores seed and preset).
 
     Diagonal reductions when they keep the balance ``(1 + eps) * avg``, else spread ones (see
     :func:`checkerboard_parts`); ``info["reductions"]`` says which.
     """
-    from hgpart.metrics import balance_class
-    from hgpart.partitioners import PartitionResult
-
     t0 = time.perf_counter()
     mode = "diagonal"
     parts = checkerboard_parts(hg, k)

@@ -44,6 +44,7 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import BROADCAST, Hypergraph
+from hgpart.partitioners._memo import memo
 
 __all__ = ["MIB", "NetType", "CoarseClasses", "PartCost", "analyze", "expand_counts", "even_counts"]
 
@@ -133,8 +134,6 @@ def analyze(hg: Hypergraph, *, columns: bool = True) -> CoarseClasses:
     used for the lower bound). Computed once per hypergraph (a K sweep
     reuses it; VGG16's 24.6 M pins take seconds to classify).
     """
-    from hgpart.partitioners._memo import memo
-
     return memo(hg, f"analyze:{columns}", lambda: _analyze(hg, columns))
 
 

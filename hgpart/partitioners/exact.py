@@ -95,13 +95,17 @@ leave only the loose block-model bound.
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
+from hgpart.metrics import km1_bytes
+from hgpart.partitioners.base import PartitionResult
 from hgpart.partitioners.branch_price import pattern_bound
 from hgpart.partitioners.chain import chain_counts
 from hgpart.partitioners.counts import MIB, CoarseClasses, analyze, even_counts, expand_counts
@@ -289,10 +293,6 @@ def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: flo
     contiguous chain placement (:mod:`hgpart.partitioners.chain`), the
     program's and the pattern master's.
     """
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-
     t0 = time.perf_counter()
     chain = chain_counts(model, k, epsilon, steps=CHAIN_STEPS) if k > 1 else None
     finished = threading.Event()
@@ -361,7 +361,7 @@ def coarse_lower_bound(
 
 
 def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
-        bound: bool = True):
+        threads: int | None = None, bound: bool = True) -> PartitionResult:
     """Backend entry point (see :mod:`hgpart.partitioners`).
 
     ``bound=False``: with split columns the block-model bound program is
@@ -369,9 +369,6 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     ``lower_bound_bytes`` is None (the block model's counts are often the
     better placement, so auto keeps ``bound=True`` for residual models).
     """
-    from hgpart.metrics import km1_bytes
-    from hgpart.partitioners import PartitionResult
-
     t0 = time.perf_counter()
     limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
     model = analyze(hg, columns=True)
@@ -390,8 +387,6 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     parts = expand_counts(hg, model, counts)
     obj = km1_bytes(hg, parts, k)
     if model.split_columns:
-        from hgpart.partitioners.chain import chain_counts
-
         alts = []
         if lb is not None and np.isfinite(lb.objective_bytes):
             # the block model's counts, columns laid out contiguously (aligned wherever counts agree)

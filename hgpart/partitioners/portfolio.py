@@ -45,7 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from hgpart.errors import HgpartError
+from hgpart.formats import write_hmetis
 from hgpart.hypergraph import Hypergraph
+from hgpart.partitioners._subprocess import _die_with_parent
+from hgpart.partitioners.mtkahypar_backend import PRESETS, resolve_preset, thread_count
+from hgpart.partitioners.scaling import scale_hypergraph
 
 __all__ = ["Candidate", "Run", "run_portfolio", "worker_count", "refine"]
 
@@ -83,17 +87,13 @@ class Run:
         return f"s{self.seed}" if self.kind == "partition" else f"s{self.seed}+vcycles"
 
 
-def worker_count() -> int:
-    """One worker per core Mt-KaHyPar may use (``HGPART_MTKAHYPAR_THREADS``, default 2)."""
-    from hgpart.partitioners.mtkahypar_backend import default_threads
-
-    return default_threads()
+def worker_count(threads: int | None = None) -> int:
+    """One worker per core Mt-KaHyPar may use: ``threads``, default :data:`.mtkahypar_backend.DEFAULT_THREADS`."""
+    return thread_count(threads)
 
 
 def _spawn(err: Path) -> subprocess.Popen:
     """One worker; its stderr goes to a file (a pipe nobody reads could fill up and block it)."""
-    from hgpart.partitioners._subprocess import _die_with_parent
-
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with open(err, "w", encoding="utf-8") as fh:
         return subprocess.Popen(
@@ -128,10 +128,6 @@ def run_portfolio(
     portfolio's own results by km1. A refine run's ``origin`` is the index of
     the run it started from, or ``-2 - j`` for ``starts[j]``.
     """
-    from hgpart.formats import write_hmetis
-    from hgpart.partitioners.mtkahypar_backend import PRESETS, resolve_preset
-    from hgpart.partitioners.scaling import scale_hypergraph
-
     t0 = time.perf_counter()
     deadline = t0 + max(seconds, 0.0)
     refine_at = t0 + max(seconds, 0.0) * (1.0 - refine_share)
