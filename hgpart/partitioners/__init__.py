@@ -28,6 +28,7 @@ import numpy as np
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
 from hgpart.metrics import km1_bytes
+from hgpart.partitioners._interrupt import interruptible
 from hgpart.partitioners.base import Backend, PartitionResult
 
 __all__ = ["PartitionResult", "Backend", "BACKENDS", "partition", "available_backends", "load_backend"]
@@ -99,7 +100,9 @@ def partition(
     if k == 1:
         res = PartitionResult(parts=np.zeros(hg.num_vertices, dtype=np.int64), backend=backend, seconds=0.0)
     else:
-        res = mod.run(hg, k=k, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit, threads=threads)
+        with interruptible():  # SIGTERM / Ctrl-C: prompt, and every temporary folder and worker is cleaned up
+            res = mod.run(hg, k=k, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit,
+                          threads=threads)
     res.seconds = res.seconds or (time.perf_counter() - t0)
     res.parts = np.asarray(res.parts, dtype=np.int64)
     res.objective_bytes = km1_bytes(hg, res.parts, k)

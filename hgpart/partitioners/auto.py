@@ -71,6 +71,7 @@ import numpy as np
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph, VertexBlock
 from hgpart.metrics import balance_class, km1_bytes
+from hgpart.partitioners._interrupt import cancel_on_interrupt
 from hgpart.partitioners._memo import memo
 from hgpart.partitioners.base import PartitionResult
 from hgpart.partitioners.block import contract, contract_with_map, grouped_family
@@ -226,7 +227,7 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
         finally:
             done.set()
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool, cancel_on_interrupt():
         kahypar_future = pool.submit(run_kahypar)
         try:
             runs = run_portfolio([Candidate("graph", work_hg, None, seeds=MAX_SEEDS)], k=k, epsilon=epsilon,

@@ -101,16 +101,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint
+from scipy.sparse import coo_matrix
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
 from hgpart.metrics import km1_bytes
+from hgpart.partitioners._interrupt import cancel_on_interrupt, milp_interruptible
 from hgpart.partitioners.base import PartitionResult
 from hgpart.partitioners.branch_price import pattern_bound
 from hgpart.partitioners.chain import chain_counts
-from hgpart.partitioners.counts import MIB, CoarseClasses, analyze, even_counts, expand_counts
+from hgpart.partitioners.counts import MIB, CoarseClasses, NetType, analyze, even_counts, expand_counts
 
-__all__ = ["ExactSolution", "solve_counts", "solve_exact", "coarse_lower_bound", "run"]
+__all__ = ["ExactSolution", "CountProgram", "solve_counts", "solve_exact", "coarse_lower_bound", "run"]
 
 DEFAULT_TIME_LIMIT = 60.0
 #: cut points per part capacity of the chain placement that seeds the program (:mod:`.chain`)
@@ -133,127 +136,173 @@ class ExactSolution:
 # ------------------------------------------------------------------ program
 
 
+class SparseProgram:
+    """A HiGHS program being built: variables allocated in blocks, constraint rows as sparse entries."""
+
+    def __init__(self) -> None:
+        self.nvar = 0
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.rlo: list[float] = []
+        self.rhi: list[float] = []
+
+    def alloc(self, count: int) -> int:
+        """Index of the first of ``count`` new variables."""
+        start = self.nvar
+        self.nvar += count
+        return start
+
+    def row(self, entries: list[tuple[int, float]], low: float, high: float) -> None:
+        """Add ``low <= sum val * var <= high`` for ``(var, val)`` in ``entries``."""
+        r = len(self.rlo)
+        for col, val in entries:
+            self.rows.append(r)
+            self.cols.append(col)
+            self.vals.append(val)
+        self.rlo.append(low)
+        self.rhi.append(high)
+
+    def constraint(self) -> LinearConstraint:
+        A = coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.rlo), self.nvar)).tocsr()
+        return LinearConstraint(A, np.array(self.rlo), np.array(self.rhi))
+
+
+@dataclass
+class CountProgram:
+    """The column/block model's integer program (module docstring): variables, bounds, rows, objective."""
+
+    model: CoarseClasses
+    K: int
+    cap: float
+    prog: SparseProgram = field(default_factory=SparseProgram)
+    x0: int = 0
+    yidx: dict[int, int] = field(default_factory=dict)  # full-reader block -> its K y variables
+    zidx: dict[tuple[int, ...], int] = field(default_factory=dict)  # reader set -> its K z variables
+    typed: list[NetType] = field(default_factory=list)  # net types with readers or partial readers
+    sidx: list[int] = field(default_factory=list)  # per typed: its K s variables (-1: none)
+    vidx: dict[int, int] = field(default_factory=dict)  # id(net type) -> v (partial readers)
+    mmidx: dict[int, int] = field(default_factory=dict)  # id(net type) -> its K mm variables
+
+    def X(self, c: int, p: int) -> int:
+        """Index of x[c, p]."""
+        return self.x0 + c * self.K + p
+
+    @classmethod
+    def build(cls, model: CoarseClasses, k: int, epsilon: float) -> tuple[CountProgram, np.ndarray, np.ndarray,
+                                                                           np.ndarray, np.ndarray]:
+        """The program and its (lower bounds, upper bounds, integrality, cost) vectors."""
+        K = int(k)
+        self = cls(model, K, (1.0 + epsilon) * model.total_weight / K)
+        p = self.prog
+        self.x0 = p.alloc(len(model.members) * K)
+        reader_blocks = sorted(model.reader_classes)
+        self.yidx = {b: p.alloc(K) for b in reader_blocks}
+        rsets = sorted({t.readers for t in model.net_types if t.readers})
+        self.zidx = {r: p.alloc(K) for r in rsets}
+        self.typed = [t for t in model.net_types if t.readers or t.partial]
+        self.sidx = [p.alloc(K) if t.readers else -1 for t in self.typed]
+        mix = [t for t in self.typed if t.partial]
+        self.vidx = {id(t): p.alloc(1) for t in mix}
+        self.mmidx = {id(t): p.alloc(K) for t in mix}
+        lo, hi, integ = self._bounds()
+        cost = np.zeros(p.nvar)
+        U = self._balance_rows(epsilon)
+        self._span_rows(U)
+        self._net_rows(U, cost)
+        # symmetry: parts ordered by the counts of the heaviest class
+        star = int(np.argmax(model.weight * model.sizes))
+        for q in range(K - 1):
+            p.row([(self.X(star, q), 1.0), (self.X(star, q + 1), -1.0)], 0.0, np.inf)
+        return self, lo, hi, integ, cost
+
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        K, n, nvar = self.K, self.model.sizes, self.prog.nvar
+        lo = np.zeros(nvar)
+        hi = np.full(nvar, np.inf)
+        integ = np.zeros(nvar, dtype=np.uint8)
+        C = len(self.model.members)
+        for c in range(C):
+            hi[self.x0 + c * K : self.x0 + (c + 1) * K] = n[c]
+        integ[self.x0 : self.x0 + C * K] = 1
+        for start in [*self.yidx.values(), *self.zidx.values()]:
+            hi[start : start + K] = 1
+            integ[start : start + K] = 1
+        return lo, hi, integ
+
+    def _balance_rows(self, epsilon: float) -> np.ndarray:
+        """Every column placed once, the balance; returns ``U`` (the most columns of a class a part holds)."""
+        model, K, p, n, cap = self.model, self.K, self.prog, self.model.sizes, self.cap
+        C = len(model.members)
+        for c in range(C):
+            p.row([(self.X(c, q), 1.0) for q in range(K)], float(n[c]), float(n[c]))
+        for q in range(K):
+            p.row([(self.X(c, q), float(model.weight[c])) for c in range(C) if model.weight[c] != 0.0], -np.inf, cap)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fit = np.where(model.weight > 0, np.floor(cap / np.where(model.weight > 0, model.weight, 1.0) + 1e-9), n)
+        U = np.minimum(n, fit).astype(np.int64)
+        if np.any(U < 1):
+            raise HgpartError(
+                f"one filter weighs more than a part may hold ((1+{epsilon})*total/{K})",
+                where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
+            )
+        return U
+
+    def _span_rows(self, U: np.ndarray) -> None:
+        """y[b, q] = "block b has a vertex on q" and z[R, q] = "some reader of R is on q"."""
+        model, K, p = self.model, self.K, self.prog
+        need = -(-model.sizes // U)  # ceil(n / U)
+        for b, y in self.yidx.items():
+            for c in model.reader_classes[b]:
+                for q in range(K):
+                    p.row([(y + q, float(U[c])), (self.X(c, q), -1.0)], 0.0, np.inf)
+            nb = int(max(need[c] for c in model.reader_classes[b]))
+            if nb > 1:
+                p.row([(y + q, 1.0) for q in range(K)], float(nb), np.inf)
+        for r, z in self.zidx.items():
+            for b in r:
+                for q in range(K):
+                    p.row([(z + q, 1.0), (self.yidx[b] + q, -1.0)], 0.0, np.inf)
+
+    def _net_rows(self, U: np.ndarray, cost: np.ndarray) -> None:
+        """The linearised cost of every net type (s), and the block model's partial-reader terms (v, mm)."""
+        n, K, p = self.model.sizes, self.K, self.prog
+        for t, s0 in zip(self.typed, self.sidx, strict=True):
+            m, nc = float(t.per_column), float(n[t.cls])
+            w = t.cost / MIB
+            if t.readers:
+                z = self.zidx[t.readers]
+                # s >= m(n - x) - m n (1 - z)  <=>  s + m x - m n z >= 0
+                for q in range(K):
+                    p.row([(s0 + q, 1.0), (self.X(t.cls, q), m), (z + q, -m * nc)], 0.0, np.inf)
+                    if U[t.cls] < n[t.cls]:
+                        # a reader on q sees at least n - U roots elsewhere: s >= m (n - U) z
+                        p.row([(s0 + q, 1.0), (z + q, -m * float(n[t.cls] - U[t.cls]))], 0.0, np.inf)
+            if not t.partial:
+                cost[s0 : s0 + K] += w
+                continue
+            v, mm = self.vidx[id(t)], self.mmidx[id(t)]
+            cost[v] = w
+            if t.readers:
+                p.row([(v, 1.0)] + [(s0 + q, -1.0) for q in range(K)], 0.0, np.inf)
+            d = t.partial[0]
+            for q in range(K):
+                p.row([(mm + q, 1.0), (self.X(t.cls, q), -1.0)], -np.inf, 0.0)
+                p.row([(mm + q, 1.0), (self.X(d, q), -1.0)], -np.inf, 0.0)
+            # v >= m * (n - sum mm)
+            p.row([(v, 1.0)] + [(mm + q, m) for q in range(K)], m * nc, np.inf)
+
+
 def solve_counts(
     model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, mip_rel_gap: float = 1e-6
 ) -> ExactSolution:
     """Build and solve the integer program of the module docstring with HiGHS."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
-
     t0 = time.perf_counter()
-    C = len(model.members)
-    n = model.sizes
-    K = int(k)
-    nvar = 0
-
-    def alloc(count: int) -> int:
-        nonlocal nvar
-        start = nvar
-        nvar += count
-        return start
-
-    x0 = alloc(C * K)
-    reader_blocks = sorted(model.reader_classes)
-    yidx = {b: alloc(K) for b in reader_blocks}
-    rsets = sorted({t.readers for t in model.net_types if t.readers})
-    zidx = {r: alloc(K) for r in rsets}
-    typed = [t for t in model.net_types if t.readers or t.partial]
-    sidx = [alloc(K) if t.readers else -1 for t in typed]
-    mix = [t for t in typed if t.partial]
-    vidx = {id(t): alloc(1) for t in mix}
-    mmidx = {id(t): alloc(K) for t in mix}
-
-    lo = np.zeros(nvar)
-    hi = np.full(nvar, np.inf)
-    integ = np.zeros(nvar, dtype=np.uint8)
-    cost = np.zeros(nvar)
-    for c in range(C):
-        hi[x0 + c * K : x0 + (c + 1) * K] = n[c]
-    integ[x0 : x0 + C * K] = 1
-    for b in reader_blocks:
-        hi[yidx[b] : yidx[b] + K] = 1
-        integ[yidx[b] : yidx[b] + K] = 1
-    for r in rsets:
-        hi[zidx[r] : zidx[r] + K] = 1
-        integ[zidx[r] : zidx[r] + K] = 1
-
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    rlo: list[float] = []
-    rhi: list[float] = []
-
-    def row(entries: list[tuple[int, float]], low: float, high: float) -> None:
-        r = len(rlo)
-        for col, val in entries:
-            rows.append(r)
-            cols.append(col)
-            vals.append(val)
-        rlo.append(low)
-        rhi.append(high)
-
-    def X(c: int, p: int) -> int:
-        return x0 + c * K + p
-
-    for c in range(C):
-        row([(X(c, p), 1.0) for p in range(K)], float(n[c]), float(n[c]))
-    cap = (1.0 + epsilon) * model.total_weight / K
-    for p in range(K):
-        row([(X(c, p), float(model.weight[c])) for c in range(C) if model.weight[c] != 0.0], -np.inf, cap)
-    # the most columns of a class one part can hold (balance), and the fewest parts a class needs
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fit = np.where(model.weight > 0, np.floor(cap / np.where(model.weight > 0, model.weight, 1.0) + 1e-9), n)
-    U = np.minimum(n, fit).astype(np.int64)
-    if np.any(U < 1):
-        raise HgpartError(
-            f"one filter weighs more than a part may hold ((1+{epsilon})*total/{K})",
-            where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
-        )
-    need = -(-n // U)  # ceil(n / U)
-    for b in reader_blocks:
-        for c in model.reader_classes[b]:
-            for p in range(K):
-                row([(yidx[b] + p, float(U[c])), (X(c, p), -1.0)], 0.0, np.inf)
-        nb = int(max(need[c] for c in model.reader_classes[b]))
-        if nb > 1:
-            row([(yidx[b] + p, 1.0) for p in range(K)], float(nb), np.inf)
-    for r in rsets:
-        for b in r:
-            for p in range(K):
-                row([(zidx[r] + p, 1.0), (yidx[b] + p, -1.0)], 0.0, np.inf)
-    for t, s0 in zip(typed, sidx, strict=True):
-        m, nc = float(t.per_column), float(n[t.cls])
-        w = t.cost / MIB
-        if t.readers:
-            z = zidx[t.readers]
-            # s >= m(n - x) - m n (1 - z)  <=>  s + m x - m n z >= 0
-            for q in range(K):
-                row([(s0 + q, 1.0), (X(t.cls, q), m), (z + q, -m * nc)], 0.0, np.inf)
-                if U[t.cls] < n[t.cls]:
-                    # a reader on q sees at least n - U roots elsewhere: s >= m (n - U) z
-                    row([(s0 + q, 1.0), (z + q, -m * float(n[t.cls] - U[t.cls]))], 0.0, np.inf)
-        if not t.partial:
-            cost[s0 : s0 + K] += w
-            continue
-        v, mm = vidx[id(t)], mmidx[id(t)]
-        cost[v] = w
-        if t.readers:
-            row([(v, 1.0)] + [(s0 + q, -1.0) for q in range(K)], 0.0, np.inf)
-        d = t.partial[0]
-        for p in range(K):
-            row([(mm + p, 1.0), (X(t.cls, p), -1.0)], -np.inf, 0.0)
-            row([(mm + p, 1.0), (X(d, p), -1.0)], -np.inf, 0.0)
-        # v >= m * (n - sum mm)
-        row([(v, 1.0)] + [(mm + p, m) for p in range(K)], m * nc, np.inf)
-    # symmetry: parts ordered by the counts of the heaviest class
-    star = int(np.argmax(model.weight * n))
-    for p in range(K - 1):
-        row([(X(star, p), 1.0), (X(star, p + 1), -1.0)], 0.0, np.inf)
-
-    A = coo_matrix((vals, (rows, cols)), shape=(len(rlo), nvar)).tocsr()
-    res = milp(
+    C, K = len(model.members), int(k)
+    cp, lo, hi, integ, cost = CountProgram.build(model, K, epsilon)
+    res = milp_interruptible(
         cost,
-        constraints=LinearConstraint(A, np.array(rlo), np.array(rhi)),
+        constraints=cp.prog.constraint(),
         integrality=integ,
         bounds=Bounds(lo, hi),
         options={"time_limit": float(max(time_limit, 0.1)), "mip_rel_gap": mip_rel_gap, "disp": False},
@@ -261,7 +310,8 @@ def solve_counts(
     secs = time.perf_counter() - t0
     bound = getattr(res, "mip_dual_bound", None)
     bound_bytes = max(float(bound), 0.0) * MIB if bound is not None and np.isfinite(bound) else 0.0
-    info = {"variables": nvar, "constraints": len(rlo), "nodes": int(getattr(res, "mip_node_count", 0) or 0)}
+    info: dict[str, object] = {"variables": cp.prog.nvar, "constraints": len(cp.prog.rlo),
+                               "nodes": int(getattr(res, "mip_node_count", 0) or 0)}
     if res.x is None:
         if res.status == 2:  # infeasible
             raise HgpartError(
@@ -270,7 +320,7 @@ def solve_counts(
             )
         return ExactSolution(np.zeros((C, K), dtype=np.int64), float("inf"), bound_bytes, False,
                              f"no incumbent ({res.message})", secs, info)
-    counts = np.rint(res.x[x0 : x0 + C * K]).astype(np.int64).reshape(C, K)
+    counts = np.rint(res.x[cp.x0 : cp.x0 + C * K]).astype(np.int64).reshape(C, K)
     obj = float(res.fun) * MIB
     optimal = res.status == 0
     if optimal:
@@ -304,8 +354,9 @@ def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: flo
             finished.set()
 
     rel_gap = 1e-4
-    lb, info = 0.0, {}
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    lb: float = 0.0
+    info: dict[str, object] = {}
+    with ThreadPoolExecutor(max_workers=1) as pool, cancel_on_interrupt():
         fut = pool.submit(compact)
         finished.wait(min(head_start, time_limit))
         rest = time_limit - (time.perf_counter() - t0)
@@ -319,7 +370,7 @@ def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: flo
         return sol
     for name, cand, cand_obj in (("chain", None if chain is None else chain[0], np.inf if chain is None
                                   else chain[1] * MIB),
-                                 ("patterns", info.pop("counts", None), float(info.pop("counts_bytes", np.inf)))):
+                                 ("patterns", info.pop("counts", None), _as_float(info.pop("counts_bytes", np.inf)))):
         if cand is not None and cand_obj < obj * (1.0 - 1e-9):
             counts, obj, source = np.asarray(cand), cand_obj, name
     if not np.isfinite(obj):
@@ -330,6 +381,10 @@ def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: flo
                          f"time limit, gap {obj / max(bound, 1e-300) - 1.0:.2%}", time.perf_counter() - t0,
                          {**sol.info, "incumbent": source, "program_bound_bytes": sol.bound_bytes,
                           "pricing": {kk: v for kk, v in info.items() if kk != "counts"}})
+
+
+def _as_float(v: object) -> float:
+    return float(v) if isinstance(v, int | float) else float("nan")
 
 
 # ------------------------------------------------------------------ public verbs
