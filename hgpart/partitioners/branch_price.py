@@ -132,7 +132,7 @@ class SupportPricer:
 def pattern_bound(
     model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, columns: np.ndarray | None = None,
     incumbent_bytes: float = float("inf"), rel_gap: float = 1e-4, stop: Callable[[], bool] | None = None,
-    cover_cuts: bool = True,
+    cover_cuts: bool = True, max_iterations: int | None = None, node_limit: int | None = None,
 ) -> tuple[float, dict[str, object]]:
     """Proven lower bound (bytes) on the count program by branch and price over one part's patterns.
 
@@ -182,7 +182,8 @@ def pattern_bound(
         info["skipped"] = "a filter exceeds a part"
         return 0.0, info
     bp = BranchAndPrice(model, program, t0=t0, time_limit=time_limit, columns=columns,
-                        incumbent_bytes=incumbent_bytes, rel_gap=rel_gap, stop=stop, cover_cuts=cover_cuts)
+                        incumbent_bytes=incumbent_bytes, rel_gap=rel_gap, stop=stop, cover_cuts=cover_cuts,
+                        max_iterations=max_iterations, node_limit=node_limit)
     return bp.solve()
 
 
@@ -334,8 +335,10 @@ class BranchAndPrice:
 
     def __init__(self, model: CoarseClasses, program: PricingProgram, *, t0: float, time_limit: float,
                  columns: np.ndarray | None, incumbent_bytes: float, rel_gap: float,
-                 stop: Callable[[], bool] | None, cover_cuts: bool) -> None:
+                 stop: Callable[[], bool] | None, cover_cuts: bool, max_iterations: int | None = None,
+                 node_limit: int | None = None) -> None:
         self.model, self.prog = model, program
+        self.max_iterations, self.node_limit = max_iterations, node_limit
         self.t0, self.time_limit, self.rel_gap, self.stop, self.cover_cuts = t0, time_limit, rel_gap, stop, cover_cuts
         self.C, self.K, self.n = len(model.members), program.K, program.n
         self.info: dict[str, object] = {"iterations": 0, "nodes": 0}
@@ -371,7 +374,9 @@ class BranchAndPrice:
     def out_of_time(self) -> bool:
         """Out of time, interrupted, or ``stop()`` says another solver proved the optimum."""
         return ((self.stop is not None and self.stop()) or time.perf_counter() - self.t0 >= self.time_limit
-                or CANCEL.is_set())
+                or CANCEL.is_set()
+                or (self.max_iterations is not None
+                    and int(self.info["iterations"]) >= self.max_iterations))  # type: ignore[call-overload]
 
     def left(self) -> float:
         return self.time_limit - (time.perf_counter() - self.t0)
@@ -520,7 +525,8 @@ class BranchAndPrice:
         res = milp_interruptible(np.array(self.costs), constraints=LinearConstraint(np.vstack([P, np.ones(P.shape[1])]),
                                                                         np.r_[n, K], np.r_[n, K]),
                    integrality=np.ones(P.shape[1], dtype=np.uint8), bounds=Bounds(0, K),
-                   options={"time_limit": max(limit, 0.1), "disp": False})
+                   options={"time_limit": max(limit, 0.1), "disp": False,
+                            **({} if self.node_limit is None else {"node_limit": self.node_limit})})
         if res.x is not None and float(res.fun) < self.inc * (1.0 - 1e-9):
             lam = np.rint(res.x).astype(np.int64)
             self.info["counts"] = np.repeat(P, lam, axis=1).astype(np.int64)

@@ -113,11 +113,34 @@ from hgpart.partitioners.branch_price import pattern_bound
 from hgpart.partitioners.chain import chain_counts
 from hgpart.partitioners.counts import MIB, CoarseClasses, NetType, analyze, even_counts, expand_counts
 
-__all__ = ["ExactSolution", "CountProgram", "solve_counts", "solve_exact", "coarse_lower_bound", "run"]
+__all__ = ["Effort", "DETERMINISTIC", "ExactSolution", "CountProgram", "solve_counts", "solve_exact",
+           "coarse_lower_bound", "resolve_preset", "run"]
 
 DEFAULT_TIME_LIMIT = 60.0
 #: cut points per part capacity of the chain placement that seeds the program (:mod:`.chain`)
 CHAIN_STEPS = 160
+
+
+@dataclass(frozen=True)
+class Effort:
+    """A fixed amount of solver work in place of a wall-clock race (the ``deterministic`` preset).
+
+    HiGHS is deterministic for a given program and node limit, and branch and
+    price for a given iteration count, so a run stopped by these counts gives
+    the same placement on any machine; the time limit then only guards
+    against a run far slower than expected.
+    """
+
+    nodes: int = 5_000  # branch-and-bound nodes per HiGHS program
+    iterations: int = 200  # column-generation iterations of branch and price
+
+    def stopped_by_clock(self, seconds: float, time_limit: float) -> bool:
+        """Whether a stage that took ``seconds`` under ``time_limit`` was cut short by the clock."""
+        return seconds >= 0.98 * time_limit
+
+
+#: the ``deterministic`` preset's effort
+DETERMINISTIC = Effort()
 
 
 @dataclass
@@ -294,9 +317,10 @@ class CountProgram:
 
 
 def solve_counts(
-    model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, mip_rel_gap: float = 1e-6
+    model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, mip_rel_gap: float = 1e-6,
+    node_limit: int | None = None,
 ) -> ExactSolution:
-    """Build and solve the integer program of the module docstring with HiGHS."""
+    """Build and solve the integer program of the module docstring with HiGHS (``node_limit``: nodes at most)."""
     t0 = time.perf_counter()
     C, K = len(model.members), int(k)
     cp, lo, hi, integ, cost = CountProgram.build(model, K, epsilon)
@@ -305,7 +329,8 @@ def solve_counts(
         constraints=cp.prog.constraint(),
         integrality=integ,
         bounds=Bounds(lo, hi),
-        options={"time_limit": float(max(time_limit, 0.1)), "mip_rel_gap": mip_rel_gap, "disp": False},
+        options={"time_limit": float(max(time_limit, 0.1)), "mip_rel_gap": mip_rel_gap, "disp": False,
+                 **({} if node_limit is None else {"node_limit": int(node_limit)})},
     )
     secs = time.perf_counter() - t0
     bound = getattr(res, "mip_dual_bound", None)
@@ -329,42 +354,38 @@ def solve_counts(
 
 
 def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: float,
-                head_start: float = 4.0) -> ExactSolution:
+                head_start: float = 4.0, effort: Effort | None = None) -> ExactSolution:
     """The compact program and branch and price side by side; the better placement, the larger bound.
 
     Why both: HiGHS on the compact program finds good placements fast and
-    proves K <= 4 optimal in seconds, and its own branch and cut keeps
-    raising the bound when layers are very unequal (measured VGG16 weights,
-    K = 8); :func:`pattern_bound` proves far more from K = 8 on with FLOP-like
-    weights. Neither dominates, so the compact program runs in a thread for
-    the whole time limit (HiGHS releases the GIL: two cores, two solvers)
-    while branch and price runs here after a short head start, stopping
-    early when the compact program proves its optimum. Incumbents: the best
-    contiguous chain placement (:mod:`hgpart.partitioners.chain`), the
-    program's and the pattern master's.
+    proves small K optimal, and its own branch and cut keeps raising the
+    bound when layers are very unequal; :func:`pattern_bound` proves far more
+    at larger K with FLOP-like weights. Neither dominates, so the compact
+    program runs in a thread for the whole time limit (HiGHS releases the
+    GIL: two cores, two solvers) while branch and price runs here after a
+    short head start, stopping early when the compact program proves its
+    optimum. Incumbents: the best contiguous chain placement
+    (:mod:`hgpart.partitioners.chain`), the program's and the pattern master's.
+
+    ``effort``: no race; the program runs first, limited to ``effort.nodes``,
+    then (unless it proved the optimum) branch and price for
+    ``effort.iterations``, so the result does not depend on the machine's speed.
     """
     t0 = time.perf_counter()
     chain = chain_counts(model, k, epsilon, steps=CHAIN_STEPS) if k > 1 else None
-    finished = threading.Event()
-
-    def compact() -> ExactSolution:
-        try:
-            return solve_counts(model, k, epsilon, time_limit=time_limit)
-        finally:
-            finished.set()
-
     rel_gap = 1e-4
     lb: float = 0.0
     info: dict[str, object] = {}
-    with ThreadPoolExecutor(max_workers=1) as pool, cancel_on_interrupt():
-        fut = pool.submit(compact)
-        finished.wait(min(head_start, time_limit))
+    pricing_ok = chain is not None and not any(t.partial for t in model.net_types)
+    if effort is not None:
+        sol = solve_counts(model, k, epsilon, time_limit=time_limit, node_limit=effort.nodes)
         rest = time_limit - (time.perf_counter() - t0)
-        if not finished.is_set() and chain is not None and rest >= 1.0 and not any(
-                t.partial for t in model.net_types):
+        if not sol.optimal and pricing_ok and chain is not None and rest > 0.0:
             lb, info = pattern_bound(model, k, epsilon, time_limit=rest, columns=chain[0].T,
-                                     incumbent_bytes=chain[1] * MIB, rel_gap=rel_gap, stop=finished.is_set)
-        sol = fut.result()
+                                     incumbent_bytes=chain[1] * MIB, rel_gap=rel_gap,
+                                     max_iterations=effort.iterations, node_limit=effort.nodes)
+    else:
+        sol, lb, info = _race(model, k, epsilon, time_limit, head_start, chain if pricing_ok else None, rel_gap)
     counts, obj, source = sol.counts, sol.objective_bytes, "program"
     if sol.optimal:
         return sol
@@ -381,6 +402,31 @@ def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: flo
                          f"time limit, gap {obj / max(bound, 1e-300) - 1.0:.2%}", time.perf_counter() - t0,
                          {**sol.info, "incumbent": source, "program_bound_bytes": sol.bound_bytes,
                           "pricing": {kk: v for kk, v in info.items() if kk != "counts"}})
+
+
+def _race(model: CoarseClasses, k: int, epsilon: float, time_limit: float, head_start: float,
+          chain: tuple[np.ndarray, float] | None, rel_gap: float) -> tuple[ExactSolution, float, dict[str, object]]:
+    """The compact program in a thread, branch and price here until it finishes or time runs out."""
+    t0 = time.perf_counter()
+    finished = threading.Event()
+
+    def compact() -> ExactSolution:
+        try:
+            return solve_counts(model, k, epsilon, time_limit=time_limit)
+        finally:
+            finished.set()
+
+    lb: float = 0.0
+    info: dict[str, object] = {}
+    with ThreadPoolExecutor(max_workers=1) as pool, cancel_on_interrupt():
+        fut = pool.submit(compact)
+        finished.wait(min(head_start, time_limit))
+        rest = time_limit - (time.perf_counter() - t0)
+        if not finished.is_set() and chain is not None and rest >= 1.0:
+            lb, info = pattern_bound(model, k, epsilon, time_limit=rest, columns=chain[0].T,
+                                     incumbent_bytes=chain[1] * MIB, rel_gap=rel_gap, stop=finished.is_set)
+        sol = fut.result()
+    return sol, lb, info
 
 
 def _as_float(v: object) -> float:
@@ -415,9 +461,24 @@ def coarse_lower_bound(
     return sol.bound_bytes, best
 
 
+def resolve_preset(preset: str | None) -> Effort | None:
+    """``None`` / ``"highs"``: solvers race the time limit; ``"deterministic"``: :data:`DETERMINISTIC` effort."""
+    key = (preset or "highs").strip().lower()
+    if key == "highs":
+        return None
+    if key == "deterministic":
+        return DETERMINISTIC
+    raise HgpartError(f"unknown exact preset {preset!r}", fix="use 'highs' (default) or 'deterministic'")
+
+
 def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
-        threads: int | None = None, bound: bool = True) -> PartitionResult:
+        threads: int | None = None, bound: bool = True, effort: Effort | None = None) -> PartitionResult:
     """Backend entry point (see :mod:`hgpart.partitioners`).
+
+    ``preset="deterministic"`` (or ``effort``): solvers stop after a fixed
+    amount of work (:class:`Effort`), not at the time limit, so the same
+    input gives the same placement on any machine unless the time limit
+    cuts a stage short (``info["deterministic"]`` is then False).
 
     ``bound=False``: with split columns the block-model bound program is
     skipped, the whole time goes to the column model's placement and
@@ -425,18 +486,21 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     better placement, so auto keeps ``bound=True`` for residual models).
     """
     t0 = time.perf_counter()
+    effort = effort or resolve_preset(preset)
+    nodes = None if effort is None else effort.nodes
     limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
     model = analyze(hg, columns=True)
     lb_bytes: float | None
     if model.split_columns:
-        sol = solve_counts(model, k, epsilon, time_limit=limit / 2 if bound else limit)
+        sol = solve_counts(model, k, epsilon, time_limit=limit / 2 if bound else limit, node_limit=nodes)
         relaxed = analyze(hg, columns=False)
         lb = None
         if bound:
-            lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0))
+            lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0),
+                              node_limit=nodes)
         lb_bytes = lb.bound_bytes if lb is not None else None
     else:
-        sol = solve_exact(model, k, epsilon, time_limit=limit)
+        sol = solve_exact(model, k, epsilon, time_limit=limit, effort=effort)
         lb_bytes = sol.bound_bytes
     counts = sol.counts if np.isfinite(sol.objective_bytes) else even_counts(model, k)
     parts = expand_counts(hg, model, counts)
@@ -457,7 +521,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         parts=parts,
         backend="exact",
         seconds=time.perf_counter() - t0,
-        preset="highs",
+        preset="highs" if effort is None else "deterministic",
         backend_objective=obj,
         objective_scale=1.0,
         lower_bound_bytes=None if lb_bytes is None else min(lb_bytes, obj),
@@ -467,6 +531,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
             "program_bytes": sol.objective_bytes,
             "classes": len(model.members),
             "column_model": model.split_columns,
+            "deterministic": effort is not None and not effort.stopped_by_clock(time.perf_counter() - t0, limit),
             **sol.info,
         },
     )

@@ -196,6 +196,7 @@ class _Schedule:
     running: dict[int, tuple[Job, dict[str, object], float]] = field(default_factory=dict)
     refining: bool = False
     n_jobs: int = 0
+    skip_for_time: bool = True  # False: every planned job runs (the deterministic mode); only the deadline stops
 
     @classmethod
     def plan(cls, graphs: list[Candidate], n_workers: int, seed0: int, **kw: object) -> _Schedule:
@@ -225,7 +226,7 @@ class _Schedule:
         while self.queues[w]:
             job = self.queues[w].popleft()
             est = self.slowest.get(job.slot)
-            if est is not None and now + est > limit + (0.0 if self.refining else 0.5 * est):
+            if self.skip_for_time and est is not None and now + est > limit + (0.0 if self.refining else 0.5 * est):
                 continue
             self.n_jobs += 1
             return job, job.wire(self.n_jobs, self.d, self.base)
@@ -254,8 +255,15 @@ def run_portfolio(
     starts: list[tuple[int, np.ndarray, float]] | None = None,
     seed0: int = 1,
     stop: threading.Event | None = None,
+    deterministic: bool = False,
 ) -> list[Run]:
     """Every run that finished within ``seconds`` (see the module docstring).
+
+    ``deterministic``: no job is skipped because its graph's runs so far
+    suggest it would not finish in time; with ``refine_share=0`` the
+    refinements start once every partition run is done. If nothing is cut
+    off by ``seconds``, the runs are then the same on any machine (for the
+    same ``workers``).
 
     ``stop``: once it is set and one partition run has finished, the portfolio
     ends early like at its deadline (the caller no longer needs more seeds,
@@ -280,7 +288,7 @@ def run_portfolio(
             base = {"k": k, "epsilon": float(epsilon), "preset": PRESETS[resolve_preset(preset)]}
             sched = _Schedule.plan(graphs, n_workers, seed0, d=d, base=base, deadline=t0 + max(seconds, 0.0),
                                    refine_at=t0 + max(seconds, 0.0) * (1.0 - refine_share), epsilon=epsilon,
-                                   vcycles=vcycles, starts=starts or [])
+                                   vcycles=vcycles, starts=starts or [], skip_for_time=not deterministic)
             _drive(sched, pool, scales, k, stop)
         finally:
             pool.close()
