@@ -84,3 +84,12 @@ def test_threads_is_an_argument_not_the_environment(monkeypatch: pytest.MonkeyPa
     with pytest.raises(HgpartError, match="threads"):
         partition(hg, k=2, backend="mtkahypar", threads=0)
     np.testing.assert_array_equal(one.parts, partition(hg, k=2, backend="mtkahypar", seed=3, threads=2).parts)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)
+def test_no_function_over_100_lines(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            assert length <= 100, f"{path.name}:{node.lineno} {node.name} has {length} lines"

@@ -438,7 +438,7 @@ def _fine_portfolio(hg: Hypergraph, graphs: list[Candidate], notes: dict[str, st
 
 
 #: seconds per pin and log2 K of one single-threaded Mt-KaHyPar QUALITY run on a grouped CNN graph (calibrated on
-#: a 2-core EPYC with VGG16 224^2's largest grouping)
+#: a 2-core EPYC with a large grouped graph at K = 128)
 SECONDS_PER_PIN_LOGK = 4e-6
 
 

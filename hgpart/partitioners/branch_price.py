@@ -48,8 +48,8 @@ MAX_CUTS = 200
 class SupportPricer:
     """Exact-bound pricing for one part by enumerating which classes it holds (VGG-like models).
 
-    Why: branch and price spends ~99% of its time in HiGHS solving the
-    one-part pricing program (~0.3 s a call, hundreds of calls). Once the
+    Why: with HiGHS pricing, branch and price spends nearly all its time
+    solving the one-part pricing program (hundreds of calls). Once the
     support ``u`` (which classes the part holds) is fixed, ``y``, ``z`` and
     so the whole objective are fixed functions of ``u`` and the program is
     a bounded knapsack in the counts, ``x_c`` in ``[u_c, U_c u_c]`` with
@@ -58,8 +58,8 @@ class SupportPricer:
     knapsack, so ``min_u`` of it bounds the pricing minimum from below (a
     valid, and with hundreds of filters per layer nearly exact, inner
     bound); flooring the one fractional item gives a whole pattern. All
-    ``2^C`` supports are evaluated at once with numpy: a few milliseconds
-    for VGG16's 17 classes.
+    ``2^C`` supports are evaluated at once with numpy, which is fast up to
+    :data:`ENUM_CLASSES` classes.
     """
 
     def __init__(self, model: CoarseClasses, typed: list[NetType], U: np.ndarray, cap: float) -> None:

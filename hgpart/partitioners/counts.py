@@ -132,7 +132,7 @@ def analyze(hg: Hypergraph, *, columns: bool = True) -> CoarseClasses:
     ``columns=True`` merges partial readers with their roots (the column
     model); ``columns=False`` keeps every vertex separate (the block model,
     used for the lower bound). Computed once per hypergraph (a K sweep
-    reuses it; VGG16's 24.6 M pins take seconds to classify).
+    reuses it; a graph of tens of millions of pins takes seconds to classify).
     """
     return memo(hg, f"analyze:{columns}", lambda: _analyze(hg, columns))
 

@@ -61,7 +61,7 @@ so ``U_c y[b,p] >= x[c,p]`` (tighter than ``n_c``), a reader block spans at
 least ``max_c ceil(n_c / U_c)`` parts, and a reader on ``q`` sees at least
 ``n - U`` roots elsewhere: ``s[T,q] >= m_T (n - U) z[R,q]``. All hold for
 every balanced placement, so the optimum is unchanged (tests check against
-brute force); they matter once a layer outweighs a part (VGG16, K = 16).
+brute force); they matter once a layer outweighs a part.
 
 Closing the gap: branch and price
 ---------------------------------
@@ -75,22 +75,18 @@ and the larger proven bound. Incumbents: the best contiguous chain
 placement (:mod:`.chain`, milliseconds at any K), the compact program's,
 and whole-part solutions of the pattern master.
 
-Scaling (VGG16 224 b32, 17 classes, eps 0.1, 2 shared cores,
-``benchmarks/partition_quality.py``, logs in ``benchmarks/results/partition_quality/``,
-``final4_*``): the compact program proves K = 2 and 4 in seconds. K = 8 and
-16 are the hard middle: the balance lets a part hold several whole layers;
-with the cover cuts, 150 s of branch and price prove the placement within
-1.0% / 0.2% (FLOP weights, K = 8 / 16) and 1.3% / 1.5% (measured profile),
-where without them the bound stayed 3-7% below. From K = 32 on every layer
-must be spread over many parts, the balance-implied cuts pin the bound down
-and 45 s prove 0.4% / 1.6% at K = 32, 0.2% at K = 64 and 0.0-0.1% at
-K = 128. Branching is still not complete (a node whose counts are all
-whole can remain fractional; it keeps its bound, so the result stays a
-proof). The model size that matters is the number of classes (one per
-layer for VGG-like models): support-enumeration pricing handles up to
-:data:`.branch_price.ENUM_CLASSES` (2^C supports per pricing call); above that HiGHS
-prices each pattern (~0.3 s a call), and Add/depthwise ties (ResNet)
-leave only the loose block-model bound.
+Scaling (measured figures: ``benchmarks/results/partition_quality/README.md``):
+the compact program proves small K outright. Middle K are the hard part:
+the balance lets a part hold several whole layers, and the cover cuts of
+branch and price close most of the gap. At large K every layer must be
+spread over many parts and the balance-implied cuts pin the bound down.
+Branching is still not complete (a node whose counts are all whole can
+remain fractional; it keeps its bound, so the result stays a proof). The
+model size that matters is the number of classes (one per layer for
+VGG-like models): support-enumeration pricing handles up to
+:data:`.branch_price.ENUM_CLASSES` (2^C supports per pricing call); above
+that HiGHS prices each pattern, which is far slower, and Add/depthwise
+ties (ResNet) leave only the loose block-model bound.
 """
 
 from __future__ import annotations

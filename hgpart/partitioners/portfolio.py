@@ -7,13 +7,12 @@ Usage::
     runs = run_portfolio(graphs, k=64, epsilon=0.1, seconds=8.0, refine_share=0.3)
     best = min(runs, key=lambda r: r.km1_bytes)    # best.parts are on graphs[best.graph].hg
 
-Why: on CNN hypergraphs one Mt-KaHyPar QUALITY run varies by 10-30% from
-seed to seed (ResNet18 32^2 fine, K = 8: 2.72-3.38 MiB over six seeds of the
-same grouped graph), and the best grouping depends on K (VGG16 224^2 fine,
-FLOP weights: 16 x 16 channel groups per layer give 4,859 MiB at K = 64,
-64 x 64 groups 5,381). Many short runs on small grouped graphs, the best
-kept, beat one long run on the whole graph: the ungrouped graph needs
-minutes per run, a 4 k-vertex grouped graph under a second.
+Why: on CNN hypergraphs one Mt-KaHyPar QUALITY run varies a lot from seed
+to seed, and the best grouping depends on K (figures in
+``benchmarks/results/partition_quality/README.md``). Many short runs on
+small grouped graphs, the best kept, beat one long run on the whole graph:
+the ungrouped graph needs minutes per run, a small grouped graph under a
+second.
 
 How: ``workers`` child processes (default: the Mt-KaHyPar thread count, one
 per core) each run Mt-KaHyPar on one thread (deterministic for a seed), load
