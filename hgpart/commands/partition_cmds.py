@@ -166,11 +166,14 @@ def partition_cmd(
     grain: GrainOpt = "coarse",
     k: int = typer.Option(..., "--k", "-k", help="number of parts (devices)"),
     epsilon: float = typer.Option(0.1, "--epsilon", "-e", help="allowed imbalance: max part work <= (1+eps) avg"),
-    seed: int = typer.Option(1, "--seed", help="random seed (same seed, same placement)"),
+    seed: int = typer.Option(1, "--seed", help="random seed: same seed, same placement, except auto and exact "
+                             "(only with --preset deterministic, the same --threads and no stage cut by --time-limit) "
+                             "and Mt-KaHyPar's non-deterministic presets with --threads above 1"),
     backend: str = typer.Option("auto", "--backend", help="partitioner: auto (default), exact, mtkahypar, kahypar, "
                                 "block, layerwise, horizontal, incremental"),
     preset: str | None = typer.Option(None, "--preset", help="backend preset (mtkahypar: deterministic, quality, "
-                                      "highest_quality, default, large_k...; kahypar: km1 or an .ini path)"),
+                                      "highest_quality, default, large_k...; kahypar: km1 or an .ini path; "
+                                      "auto: race or deterministic; exact: highs or deterministic)"),
     group: int = typer.Option(1, "--group", help="filters per vertex (smaller hypergraph)"),
     channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
     time_limit: float | None = typer.Option(None, "--time-limit", help="seconds before the backend is stopped"),

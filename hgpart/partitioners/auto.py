@@ -47,7 +47,9 @@ speed and load, so two runs with the same seed can differ. With
 ``preset="deterministic"`` every stage does a fixed amount of work
 (:data:`DET_SEEDS` / :data:`DET_FINE_SEEDS` Mt-KaHyPar seeds, HiGHS node and
 branch-and-price iteration limits of :data:`.exact.DETERMINISTIC`, V-cycles
-run to the end); the time limit then bounds each stage only as a guard. The
+run to the end; no KaHyPar in the coarse grain, its run time is too long and
+varied to wait for); the time limit then bounds each stage only as a guard,
+so a run may take a few times the limit. The
 same seed and thread count give the same placement whenever no stage hits
 that guard (``info["deterministic"]``; a note names the stage otherwise).
 
@@ -266,7 +268,7 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
     ``"mtkahypar-quality seeds"``. Why: one QUALITY run varies with the seed
     on CNN graphs. Which extra seeds finish depends on how long KaHyPar
     takes, so that candidate is not reproducible across machines; the
-    deterministic preset runs exactly :data:`DET_SEEDS` seeds instead.
+    deterministic preset runs exactly :data:`DET_SEEDS` seeds and no KaHyPar.
     """
     done = threading.Event()
     seeds = DET_SEEDS if mode.deterministic else MAX_SEEDS
@@ -278,7 +280,8 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
             done.set()
 
     with ThreadPoolExecutor(max_workers=1) as pool, cancel_on_interrupt():
-        kahypar_future = pool.submit(run_kahypar)
+        # deterministic: no KaHyPar, whose run time on CNN graphs is too long and varied to wait for
+        kahypar_future = None if mode.deterministic else pool.submit(run_kahypar)
         try:
             runs = run_portfolio([Candidate("graph", work_hg, None, seeds=seeds)], k=k, epsilon=epsilon,
                                  seconds=seconds, workers=1, refine_share=0.0, seed0=seed,
@@ -287,11 +290,10 @@ def _general(work_hg: Hypergraph, vmap: np.ndarray | None, cands: dict[str, np.n
             notes["mtkahypar-quality"] = exc.line()
             runs = []
         try:
-            cands["kahypar"] = _expand(kahypar_future.result().parts, vmap)
+            if kahypar_future is not None:
+                cands["kahypar"] = _expand(kahypar_future.result().parts, vmap)
         except HgpartError as exc:  # out of time: keep the other candidates
             notes["kahypar"] = exc.line()
-            if mode.deterministic:
-                mode.cut.append("kahypar")
     first = [r for r in runs if r.kind == "partition" and r.seed == seed]
     others = [r for r in runs if r.kind == "partition" and r.seed != seed and r.imbalance <= epsilon + 1e-3]
     if mode.deterministic and sum(r.kind == "partition" for r in runs) < seeds:
