@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from scipy.optimize import milp
-
 from hgpart.errors import HgpartError
 
 __all__ = ["CANCEL", "POLL", "Terminated", "interruptible", "cancel_on_interrupt", "milp_interruptible",
@@ -111,4 +109,6 @@ def wait_for(call: Callable[[], Any], what: str) -> Any:
 
 def milp_interruptible(*args: Any, **kwargs: Any) -> Any:
     """``scipy.optimize.milp(*args, **kwargs)``, interruptible (see the module docstring)."""
+    from scipy.optimize import milp  # here, not at the top: the package's __init__ imports this module
+
     return wait_for(lambda: milp(*args, **kwargs), "the HiGHS solve")

@@ -40,7 +40,6 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -97,8 +96,8 @@ def _spawn(err: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with open(err, "w", encoding="utf-8") as fh:
         return subprocess.Popen(
-            [sys.executable, "-m", "hgpart.partitioners.portfolio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=fh, text=True, bufsize=1, env=env,
+            [sys.executable, "-m", "hgpart.partitioners._portfolio_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=fh, text=True, bufsize=1, env=env,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
 
@@ -359,38 +358,3 @@ def refine(hg: Hypergraph, parts: np.ndarray, *, k: int, epsilon: float, seed: i
     if done and (done[0].shape != parts.shape or done[0].min() < 0 or done[0].max() >= k):
         raise HgpartError("Mt-KaHyPar refinement returned a malformed partition", fix="report this with the model")
     return done[0] if done else parts
-
-
-# ------------------------------------------------------------------ worker (child process)
-
-
-def _worker() -> None:
-    """Serve jobs from stdin, one JSON object per line; answer one line each (km1, imbalance, seconds)."""
-    import mtkahypar
-
-    mtk = mtkahypar.initialize(1, False)
-    graphs: dict[tuple[str, str], Any] = {}
-    for line in sys.stdin:
-        job = json.loads(line)
-        t0 = time.perf_counter()
-        ctx = mtk.context_from_preset(mtkahypar.PresetType.__members__[job["preset"]])
-        ctx.set_partitioning_parameters(job["k"], job["epsilon"], mtkahypar.Objective.KM1)
-        ctx.logging = False
-        key = (job["hgr"], job["preset"])
-        if key not in graphs:
-            graphs[key] = mtk.hypergraph_from_file(job["hgr"], ctx, mtkahypar.FileFormat.HMETIS)
-        hg = graphs[key]
-        mtkahypar.set_seed(int(job["seed"]))
-        if job["op"] == "refine":
-            init = np.fromfile(job["init"], dtype="<i4").tolist()
-            phg = hg.create_partitioned_hypergraph(ctx, job["k"], init)
-            phg.improve_partition(ctx, int(job["vcycles"]))
-        else:
-            phg = hg.partition(ctx)
-        np.asarray(phg.get_partition(), dtype="<i4").tofile(job["out"])
-        print(json.dumps({"id": job["id"], "km1": int(phg.km1()), "imbalance": float(phg.imbalance(ctx)),
-                          "seconds": time.perf_counter() - t0}), flush=True)
-
-
-if __name__ == "__main__":
-    _worker()
