@@ -93,3 +93,11 @@ def test_no_function_over_100_lines(path: Path) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             assert length <= 100, f"{path.name}:{node.lineno} {node.name} has {length} lines"
+
+
+def test_an_ordinary_error_does_not_cancel_later_solves() -> None:
+    from hgpart.partitioners._interrupt import CANCEL
+
+    with pytest.raises(HgpartError, match="preset"):
+        partition(_hg(), k=2, backend="mtkahypar", preset="fastest")
+    assert not CANCEL.is_set()

@@ -54,8 +54,10 @@ def interruptible() -> Iterator[None]:
     """Run the body so that SIGTERM and Ctrl-C unwind it promptly and every ``finally`` runs.
 
     SIGTERM raises :class:`Terminated` in the main thread while the body runs
-    (only if nobody installed a handler of their own). Any exception leaving
-    the body sets :data:`CANCEL` so helper threads stop too.
+    (only if nobody installed a handler of their own). Ctrl-C or SIGTERM
+    leaving the body sets :data:`CANCEL` so helper threads stop too; it stays
+    set until the next run starts (threads left behind see it), while an
+    ordinary error leaves it clear.
     """
     CANCEL.clear()
     previous: Any = None
@@ -64,7 +66,7 @@ def interruptible() -> Iterator[None]:
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
-    except BaseException:
+    except (KeyboardInterrupt, SystemExit):
         CANCEL.set()
         raise
     finally:
