@@ -127,8 +127,8 @@ class Effort:
     against a run far slower than expected.
     """
 
-    nodes: int = 5_000  # branch-and-bound nodes per HiGHS program
-    iterations: int = 200  # column-generation iterations of branch and price
+    nodes: int = 1_000  # branch-and-bound nodes per HiGHS program
+    iterations: int = 100  # column-generation iterations of branch and price
 
     def stopped_by_clock(self, seconds: float, time_limit: float) -> bool:
         """Whether a stage that took ``seconds`` under ``time_limit`` was cut short by the clock."""
