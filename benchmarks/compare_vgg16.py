@@ -21,7 +21,6 @@ profile it waits ``--wait`` seconds for one, then falls back to the analytic
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
