@@ -21,7 +21,6 @@ profile it waits ``--wait`` seconds for one, then falls back to the analytic
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -90,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                     "(each fine-grain run takes minutes on this 2-core machine)")
         return ""
 
-    threads = os.environ.get("HGPART_MTKAHYPAR_THREADS", "backend default")
+    from hgpart.partitioners.mtkahypar_backend import DEFAULT_THREADS
+
+    threads = f"{DEFAULT_THREADS} (Mt-KaHyPar default)"
     console.print(f"VGG16 224x224x3 batch {prof.batch_size}, profile: {source} ({prof.mode}, {prof.work_unit}); "
                   f"N = {ks}; fine-grain hypergraph N = {sorted(fine_ks)}; epsilon = {eps}; "
                   f"backend {args.backend}, Mt-KaHyPar preset {args.preset}, threads {threads}",

@@ -18,7 +18,8 @@ when it exists, and FLOP weights (``analytic_profile``). Backends (pick with
 * ``grouped-mtkahypar-quality``: Mt-KaHyPar QUALITY on the per-layer grouped graph;
 * ``block-vcycles``: the 2-D checkerboard as a starting point: Mt-KaHyPar QUALITY
   V-cycles (``improve_partition``, :data:`VCYCLES`) from it on the same grouped graph;
-* ``exact``, ``auto``, ``block``: hgpart's own backends.
+* ``exact``, ``auto``, ``block``: hgpart's own backends; ``auto-deterministic`` and
+  ``exact-deterministic``: their fixed-work presets (same seed, same placement).
 
 Coarse rows show ``bound`` = the exact program's proven lower bound at the
 imbalance the row actually reached and ``gap`` = volume / bound - 1. After
@@ -40,7 +41,6 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("HGPART_MTKAHYPAR_THREADS", "2")
 
 from hgpart.errors import HgpartError  # noqa: E402
 from hgpart.hypergraph import Hypergraph, build_hypergraph  # noqa: E402
@@ -104,7 +104,8 @@ def run_backend(hg: Hypergraph, spec: str, k: int, args):
         limit = args.time_limit if hg.grain == "coarse" else args.fine_limit
     else:
         limit = None
-    res = partition(hg, k=k, backend=name, epsilon=args.epsilon, seed=1, preset=preset or None, time_limit=limit)
+    res = partition(hg, k=k, backend=name, epsilon=args.epsilon, seed=1, preset=preset or None, time_limit=limit,
+                    threads=args.threads if name in ("mtkahypar", "auto") else None)
     return res.parts, time.perf_counter() - t0, res
 
 
@@ -219,6 +220,8 @@ def main() -> None:
                          "0 = --fine-limit per K")
     ap.add_argument("--bound-limit", type=float, default=60.0, help="time for the bound of other backends (s)")
     ap.add_argument("--ref-limit", type=float, default=900.0, help="KaHyPar / Mt-KaHyPar time limit per run (s)")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="Mt-KaHyPar threads (also for its non-deterministic presets) and auto's fine-grain workers")
     ap.add_argument("--refs-from", nargs="*", default=[], metavar="LOG",
                     help="earlier logs of this script whose reference rows join the 'auto vs' lines")
     args = ap.parse_args()
@@ -227,7 +230,7 @@ def main() -> None:
     from hgpart.models import load_graph
 
     print(f"# partition_quality: epsilon={args.epsilon}, batch={args.batch}, cores={os.cpu_count()}, "
-          f"mtkahypar threads={os.environ['HGPART_MTKAHYPAR_THREADS']}, argv={' '.join(sys.argv[1:])}", flush=True)
+          f"mtkahypar threads={args.threads}, argv={' '.join(sys.argv[1:])}", flush=True)
     grains = args.grains.split(",")
     for name in args.models.split(","):
         graph = load_graph(name, input_shape=MODELS.get(name))

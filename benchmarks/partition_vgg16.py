@@ -41,7 +41,6 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=900.0, help="seconds per partition run")
     ap.add_argument("--kahypar-time-limit", type=float, default=240.0, help="seconds per KaHyPar run")
     args = ap.parse_args()
-    os.environ["HGPART_MTKAHYPAR_THREADS"] = str(args.threads)
 
     from hgpart.errors import HgpartError
     from hgpart.hypergraph import build_hypergraph
@@ -94,7 +93,7 @@ def main() -> None:
                 t1 = time.perf_counter()
                 try:
                     res = partition(hg, k=k, backend=backend, epsilon=args.epsilon, seed=args.seed, preset=preset,
-                                    time_limit=limit)
+                                    time_limit=limit, threads=args.threads)
                 except HgpartError as exc:
                     wall = time.perf_counter() - t1
                     results.add_row(grain, str(k), backend, preset or "km1", "", "-", f"{wall:.0f}", "-", "-", "-",

@@ -18,11 +18,6 @@ from hgpart.partitioners.mtkahypar_backend import resolve_preset
 from hgpart.partitioners.scaling import scale_hypergraph
 
 
-@pytest.fixture(autouse=True)
-def _two_threads(monkeypatch):
-    monkeypatch.setenv("HGPART_MTKAHYPAR_THREADS", "2")
-
-
 def _hg(name="toy", grain="fine", batch=2):
     g = toy_network() if name == "toy" else branching_network()
     return build_hypergraph(g, unit_work(g), batch_size=batch, grain=grain)
@@ -55,9 +50,8 @@ def test_km1_matches_backend_when_costs_are_coarsened():
 
 
 @pytest.mark.parametrize("backend,preset", [("kahypar", None), ("mtkahypar", None), ("mtkahypar", "Quality")])
-def test_same_seed_same_placement(backend, preset, monkeypatch):
+def test_same_seed_same_placement(backend, preset):
     # non-deterministic Mt-KaHyPar presets are run on one thread unless threads are asked for explicitly
-    monkeypatch.delenv("HGPART_MTKAHYPAR_THREADS")
     hg = _hg("branchy", "fine")
     a = partition(hg, k=3, backend=backend, seed=11, preset=preset)
     b = partition(hg, k=3, backend=backend, seed=11, preset=preset)

@@ -85,9 +85,17 @@ def check_backend(backend: str, preset: str | None, *, allowed: tuple[str, ...] 
         from hgpart.partitioners.kahypar_backend import resolve_preset as ka_preset
 
         ka_preset(preset)
+    elif backend == "auto":
+        from hgpart.partitioners.auto import resolve_preset as auto_preset
+
+        auto_preset(preset)
+    elif backend == "exact":
+        from hgpart.partitioners.exact import resolve_preset as exact_preset
+
+        exact_preset(preset)
     else:
         raise HgpartError(f"the {backend} backend takes no preset (got {preset!r})", where="--preset",
-                          fix="drop --preset, or use it with --backend mtkahypar or kahypar")
+                          fix="drop --preset, or use it with --backend mtkahypar, kahypar, auto or exact")
 
 
 def method_of_backend(backend: str) -> str:

@@ -252,11 +252,14 @@ def partition_cmd(
     grain: GrainOpt = "coarse",
     k: int = typer.Option(..., "--k", "-k", help="number of parts (devices)"),
     epsilon: float = typer.Option(0.1, "--epsilon", "-e", help="allowed imbalance: max part work <= (1+eps) avg"),
-    seed: int = typer.Option(1, "--seed", help="random seed (same seed, same placement)"),
+    seed: int = typer.Option(1, "--seed", help="random seed: same seed, same placement, except auto and exact "
+                             "(only with --preset deterministic, the same --threads and no stage cut by --time-limit) "
+                             "and Mt-KaHyPar's non-deterministic presets with --threads above 1"),
     backend: str = typer.Option("auto", "--backend", help="partitioner: auto (default), exact, mtkahypar, kahypar, "
                                 "block, layerwise, horizontal, incremental"),
     preset: str | None = typer.Option(None, "--preset", help="backend preset (mtkahypar: deterministic, quality, "
-                                      "highest_quality, default, large_k...; kahypar: km1 or an .ini path)"),
+                                      "highest_quality, default, large_k...; kahypar: km1 or an .ini path; "
+                                      "auto: race or deterministic; exact: highs or deterministic)"),
     group: int = typer.Option(1, "--group", help="filters per vertex (smaller hypergraph)"),
     channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
     time_limit: float | None = typer.Option(None, "--time-limit", help="seconds before the backend is stopped"),
@@ -269,7 +272,6 @@ def partition_cmd(
     bound_time_limit: float = typer.Option(30.0, "--bound-time-limit", help="seconds for the lower-bound program"),
 ) -> None:
     """Partition the hypergraph into K parts, write the placement file, print the metrics."""
-    import os
 
     from rich.console import Console
 
@@ -285,15 +287,14 @@ def partition_cmd(
     method = options.method_of_backend(backend)
     path = check_writable(out or default_placement_path(model_name(model), grain, k, method=method),
                           what="placement file", where="--out")
-    if threads is not None:
-        os.environ["HGPART_MTKAHYPAR_THREADS"] = str(threads)
     graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
     hg = _build(graph, prof, grain, group, channel_group)
     c = Console()
     doing = f"partitioning into {k} with {backend}..." if k > 1 else "K = 1: no partitioning needed"
     c.print(f"{graph.name} {graph.input_tag} {grain} grain: {hg.num_vertices:,} vertices, {hg.num_nets:,} nets, "
             f"{hg.num_pins:,} pins (built in {hg.build_seconds:.2f} s); {doing}", highlight=False)
-    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit)
+    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit,
+                    threads=threads)
     provenance = _provenance(backend, res, prof, ppath, hg, epsilon, seed, group, channel_group)
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method=method, work=prof.work(),
                                      provenance=provenance)

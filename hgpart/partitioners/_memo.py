@@ -1,10 +1,16 @@
 """Per-hypergraph memo for K-independent analysis (a sweep over K partitions the same graph).
 
 Why: ``hgpart compare`` and the benchmarks call a backend once per K on the
-same :class:`~hgpart.hypergraph.Hypergraph`; projecting VGG16's fine graph to
+same :class:`~hgpart.hypergraph.Hypergraph`; projecting a large fine graph to
 its coarse one and analysing its count classes take seconds each and do not
-depend on K. Entries live exactly as long as the hypergraph (weak reference),
-so a new or modified graph is never served a stale result.
+depend on K. Entries live exactly as long as the hypergraph object (weak
+reference), so a new graph, even one at the address of a collected one, is
+never served a stale result.
+
+The key is the object, not its contents: a ``Hypergraph`` whose arrays are
+changed in place after a memoised call is served the result computed before
+the change. Build a new hypergraph instead of editing one that has been
+partitioned, or call :func:`forget` on it after editing.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
+__all__ = ["memo", "forget"]
+
 T = TypeVar("T")
-_CACHE: dict[tuple[int, str], tuple[weakref.ref, object]] = {}
+_CACHE: dict[tuple[int, str], tuple[weakref.ref[object], object]] = {}
 
 
 def memo(obj: object, key: str, make: Callable[[], T]) -> T:
@@ -24,5 +32,15 @@ def memo(obj: object, key: str, make: Callable[[], T]) -> T:
     if hit is not None and hit[0]() is obj:
         return hit[1]  # type: ignore[return-value]
     value = make()
-    _CACHE[slot] = (weakref.ref(obj, lambda _ref, s=slot: _CACHE.pop(s, None)), value)
+
+    def drop(_ref: weakref.ref[object], s: tuple[int, str] = slot) -> None:
+        _CACHE.pop(s, None)
+
+    _CACHE[slot] = (weakref.ref(obj, drop), value)
     return value
+
+
+def forget(obj: object) -> None:
+    """Drop every memoised result of ``obj`` (after changing it in place)."""
+    for slot in [s for s, (ref, _) in _CACHE.items() if s[0] == id(obj) and ref() is obj]:
+        del _CACHE[slot]

@@ -25,7 +25,10 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.formats import write_hmetis
-from hgpart.partitioners.scaling import ScaledHypergraph
+from hgpart.hypergraph import Hypergraph
+from hgpart.partitioners._interrupt import CANCEL, POLL
+from hgpart.partitioners.base import PartitionResult
+from hgpart.partitioners.scaling import ScaledHypergraph, scale_hypergraph
 
 __all__ = ["run_child", "partition_in_child"]
 
@@ -39,6 +42,35 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG = 1
     except OSError:
         pass
+
+
+def _run_until_done(cmd: list[str], env: dict[str, str], d: Path,
+                    time_limit: float | None) -> tuple[int | None, str, str]:
+    """Run ``cmd``; (exit code or None on the time limit, stdout, stderr). Killed at once when interrupted.
+
+    The wait is sliced (:data:`._interrupt.POLL`) so that a signal reaches
+    the caller and a cancelled run does not leave the child working.
+    """
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    with open(d / "stdout.txt", "w", encoding="utf-8") as out, open(d / "stderr.txt", "w", encoding="utf-8") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        try:
+            while proc.poll() is None:
+                if CANCEL.is_set():
+                    raise HgpartError("the partitioner child process was interrupted", fix="run the command again")
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return None, "", ""
+                try:
+                    proc.wait(timeout=POLL)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return (proc.returncode, (d / "stdout.txt").read_text(errors="replace"),
+            (d / "stderr.txt").read_text(errors="replace"))
 
 
 def run_child(
@@ -66,19 +98,17 @@ def run_child(
         ]
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(threads))
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit, env=env,
-                                  preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-        except subprocess.TimeoutExpired:
+        returncode, stdout, stderr = _run_until_done(cmd, env, d, time_limit)
+        if returncode is None:
             raise HgpartError(
                 f"{tool} did not finish within the time limit of {time_limit:g} s",
                 where=f"{sh.num_vertices}-vertex hypergraph, K = {k}",
                 fix="raise --time-limit, use a coarser grain or --group, or use --backend mtkahypar",
-            ) from None
-        if proc.returncode != 0 or not (d / "result.json").is_file():
-            tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+            )
+        if returncode != 0 or not (d / "result.json").is_file():
+            tail = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["no output"])[-1]
             raise HgpartError(
-                f"{tool} failed (exit code {proc.returncode}): {tail[:200]}",
+                f"{tool} failed (exit code {returncode}): {tail[:200]}",
                 where=f"{sh.num_vertices}-vertex hypergraph, K = {k}, epsilon = {epsilon}",
                 fix="check the hypergraph with `hgpart build`; report the model if it persists",
             )
@@ -92,17 +122,14 @@ def run_child(
 
 
 def partition_in_child(
-    tool: str, hg: Any, *, k: int, epsilon: float, seed: int, config: str, preset: str, threads: int,
+    tool: str, hg: Hypergraph, *, k: int, epsilon: float, seed: int, config: str, preset: str, threads: int,
     deterministic: bool, time_limit: float | None,
-) -> Any:
+) -> PartitionResult:
     """Scale ``hg``, run ``tool`` in a child process and wrap its answer as a PartitionResult.
 
     Both KaHyPar and Mt-KaHyPar go through here, so their provenance (tool
     version, scaling, threads, determinism, file hand-off times) is recorded alike.
     """
-    from hgpart.partitioners import PartitionResult
-    from hgpart.partitioners.scaling import scale_hypergraph
-
     sh = scale_hypergraph(hg, k=k, epsilon=epsilon)
     parts, info = run_child(tool, sh, k=k, epsilon=epsilon, seed=seed, config=config, threads=threads,
                             time_limit=time_limit)

@@ -42,6 +42,8 @@ import time
 import numpy as np
 
 from hgpart.hypergraph import Hypergraph, VertexBlock, sorted_unique
+from hgpart.metrics import balance_class
+from hgpart.partitioners.base import PartitionResult
 
 __all__ = ["checkerboard_parts", "contract", "contract_with_map", "choose_groups", "run", "TARGET_PER_LAYER",
            "grouped_family"]
@@ -82,9 +84,8 @@ def _spread_rows(n: int, a: int, b: int) -> np.ndarray:
 def checkerboard_parts(hg: Hypergraph, k: int, *, spread_reductions: bool = False) -> np.ndarray:
     """Checkerboard placement of ``hg`` (fine or coarse, grouped or not).
 
-    A *thin* layer, one the grid cannot balance (VGG16's first conv has 3
-    input channels: at K = 32, a 4 x 8 grid, it would sit on 3 of 8 column
-    bands, and at 224^2 it carries 6% of the measured work), is cut into K
+    A *thin* layer, one the grid cannot balance (a first conv with 3 input
+    channels would sit on 3 of 8 column bands of a 4 x 8 grid), is cut into K
     contiguous bands of its tasks in filter-major order instead, and each
     reduction sits with its filter's first task.
 
@@ -93,8 +94,7 @@ def checkerboard_parts(hg: Hypergraph, k: int, *, spread_reductions: bool = Fals
     row band (the "diagonal", no extra part on the partial sums either); the
     reductions of a layer then sit on only about ``a + b`` of the K parts,
     which breaks the balance when they carry much work (they hold the
-    per-channel layers fused after the conv: ResNet18 32^2 measured, 20% of
-    the work, Max/Avg 1.9 at K = 64). ``spread_reductions`` spreads the
+    per-channel layers fused after the conv). ``spread_reductions`` spreads the
     reductions of each column band over all row bands, at the cost of one
     extra part on the partial-sum net of most filters.
     """
@@ -125,12 +125,9 @@ def choose_groups(blk: VertexBlock, k: int, target: int = TARGET_PER_LAYER, side
 
     Why K/2: a layer spread over all K parts still gets whole groups of
     about 2 per part along each axis (4 per part in the 2-D block), enough
-    for the balance, while the graph stays small: ResNet18 32^2 fine at
-    K = 128 has 81 k grouped vertices instead of 1.4 M; Mt-KaHyPar QUALITY
-    on it (measured profile) gave 27.48 MiB inside a 16 s auto run (26.58
-    after V-cycles), on the whole graph 27.1 MiB in 307 s
-    (``benchmarks/results/partition_quality/final4_resnet18_fine.log``,
-    ``ref_resnet18.log``).
+    for the balance, while the graph stays more than ten times smaller than
+    the ungrouped one and Mt-KaHyPar on it matches the ungrouped run in a
+    fraction of the time (figures in ``benchmarks/results/partition_quality/README.md``).
     """
     if side is None:
         side = max(int(math.isqrt(target)), k // 2)
@@ -208,7 +205,7 @@ def grouped_family(hg: Hypergraph, sides: tuple[int, ...], *, min_1d: int = 128
 
     Why nested: every grouping is a coarsening of the next finer one (group
     sizes are multiples), so only the finest is contracted from ``hg`` (the
-    expensive step: seconds on VGG16's 26 M fine pins) and each coarser one
+    expensive step: seconds on a large model's fine graph) and each coarser one
     from the previous small graph, with the same exact km1 as at full
     resolution. 1-D blocks (Dense, Add, depthwise, coarse filters) keep at
     least ``max(min_1d, 4 side)`` vertices, enough for K <= ``min_1d``.
@@ -223,6 +220,7 @@ def grouped_family(hg: Hypergraph, sides: tuple[int, ...], *, min_1d: int = 128
         nv = 0
         for blk in cur.blocks:
             full = hg.block(blk.layer, blk.role)
+            assert full is not None  # every grouped block comes from a block of hg
             new = VertexBlock(blk.layer, blk.role, nv, full.extent, groups[(blk.layer, blk.role)])
             # the first ungrouped index each current vertex covers, mapped into the new grouping
             firsts = [np.arange(n) * g for n, g in zip(blk.shape, blk.group, strict=True)]
@@ -309,15 +307,13 @@ def contract_with_map(hg: Hypergraph, vmap: np.ndarray, blocks: list[VertexBlock
     return small
 
 
-def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None):
+def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
+        threads: int | None = None) -> PartitionResult:
     """Backend entry point: the checkerboard placement (deterministic, ignores seed and preset).
 
     Diagonal reductions when they keep the balance ``(1 + eps) * avg``, else spread ones (see
     :func:`checkerboard_parts`); ``info["reductions"]`` says which.
     """
-    from hgpart.metrics import balance_class
-    from hgpart.partitioners import PartitionResult
-
     t0 = time.perf_counter()
     mode = "diagonal"
     parts = checkerboard_parts(hg, k)

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hgpart.hypergraph import Hypergraph
+from hgpart.partitioners._memo import memo
+from hgpart.partitioners.exact import coarse_lower_bound
 
 __all__ = ["Certificate", "certify", "not_computed"]
 
@@ -106,17 +108,14 @@ def certify(
     if known_bound is not None:
         lb = min(float(known_bound), float(volume_bytes))
         return Certificate("ok", lower_bound_bytes=lb, gap=_gap(volume_bytes, lb), epsilon=reached)
-    from hgpart.partitioners._memo import memo
-    from hgpart.partitioners.exact import coarse_lower_bound
-
     eps_key = math.ceil(reached * 1e4 - 1e-9) / 1e4
     t0 = time.perf_counter()
-    lb = memo(hg, f"lower_bound:{k}:{eps_key:.4f}:{time_limit:g}",
-              lambda: coarse_lower_bound(hg, k, eps_key, time_limit)[0])
+    found = memo(hg, f"lower_bound:{k}:{eps_key:.4f}:{time_limit:g}",
+                 lambda: coarse_lower_bound(hg, k, eps_key, time_limit)[0])
     seconds = time.perf_counter() - t0
-    if lb is None:
+    if found is None:
         return Certificate("not computable", reason="the filters of a layer are not interchangeable here",
                            epsilon=reached)
-    lb = min(float(lb), float(volume_bytes))  # the solver's bound, to its tolerance
+    lb = min(float(found), float(volume_bytes))  # the solver's bound, to its tolerance
     return Certificate("ok", lower_bound_bytes=lb, gap=_gap(volume_bytes, lb), epsilon=eps_key,
                        seconds=round(seconds, 3), time_limit=time_limit)

@@ -19,7 +19,7 @@ cut points is a shortest path: ``best[j][p] = min_{p'} best[j-1][p'] +
 cost(p', p)``. Cut points are every layer boundary plus a grid inside each
 layer fine enough (a ``1/steps`` of a part's capacity) that pieces can be
 filled to within a few percent; only cut pairs within one part's capacity
-are ever evaluated, so K = 128 on VGG16 takes about a second.
+are ever evaluated, so even K = 128 on a large model takes about a second.
 
 The result is a placement (an upper bound) for any model the count program
 accepts; its optimality is only among contiguous placements on that grid.

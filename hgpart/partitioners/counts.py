@@ -44,6 +44,7 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import BROADCAST, Hypergraph
+from hgpart.partitioners._memo import memo
 
 __all__ = ["MIB", "NetType", "CoarseClasses", "PartCost", "analyze", "expand_counts", "even_counts"]
 
@@ -131,14 +132,39 @@ def analyze(hg: Hypergraph, *, columns: bool = True) -> CoarseClasses:
     ``columns=True`` merges partial readers with their roots (the column
     model); ``columns=False`` keeps every vertex separate (the block model,
     used for the lower bound). Computed once per hypergraph (a K sweep
-    reuses it; VGG16's 24.6 M pins take seconds to classify).
+    reuses it; a graph of tens of millions of pins takes seconds to classify).
     """
-    from hgpart.partitioners._memo import memo
-
     return memo(hg, f"analyze:{columns}", lambda: _analyze(hg, columns))
 
 
+@dataclass
+class _Pins:
+    """Every (net, block) pair of the hypergraph's pins: how many pins, and whether the block reads fully."""
+
+    vblock: np.ndarray  # block of every vertex
+    pin_net: np.ndarray  # net of every pin
+    inv: np.ndarray  # pin -> its (net, block) pair
+    cnt: np.ndarray  # per pair: pins
+    k_net: np.ndarray  # per pair: net
+    k_blk: np.ndarray  # per pair: block
+    full: np.ndarray  # per pair: a full reader (every vertex of the block is a pin)
+    partial: np.ndarray  # per pair: a partial reader (some vertices)
+    pin_partial: np.ndarray  # per pin: its pair is partial
+
+
+@dataclass
+class _Columns:
+    """Columns (connected root - partial reader links) and their classes (equal signature)."""
+
+    members: list[np.ndarray]  # per class: (n_c, m_c) vertex ids
+    col_class: np.ndarray  # class of every column
+    col_of_vertex: np.ndarray  # column of every vertex
+    count: int  # columns
+    split: bool  # some column has several vertices
+
+
 def _analyze(hg: Hypergraph, columns: bool) -> CoarseClasses:
+    """The count model of ``hg`` (see :func:`analyze`); raises :class:`HgpartError` where the symmetry fails."""
     if hg.grain != "coarse":
         raise HgpartError(
             f"the exact backend handles the coarse grain only, this hypergraph is {hg.grain}-grain",
@@ -146,12 +172,35 @@ def _analyze(hg: Hypergraph, columns: bool) -> CoarseClasses:
         )
     if np.any(hg.net_kind != BROADCAST):
         raise HgpartError("coarse hypergraph has reduction nets", where=f"model {hg.model}")
+    pins = _pin_pairs(hg)
+    cols = _columns(hg, pins, columns)
+    weight = _class_weights(hg, cols.members, pins.vblock)
+    # full readers of every net, as a tuple of blocks
+    readers_of_net: list[list[int]] = [[] for _ in range(hg.num_nets)]
+    for n, bl in zip(pins.k_net[pins.full].tolist(), pins.k_blk[pins.full].tolist(), strict=True):
+        readers_of_net[n].append(bl)
+    reader_classes: dict[int, list[int]] = {}
+    for bl in sorted(set(pins.k_blk[pins.full].tolist())):
+        b = hg.blocks[bl]
+        reader_classes[bl] = sorted(set(cols.col_class[cols.col_of_vertex[b.start : b.stop]].tolist()))
+    partial_of_net = _partial_links(hg, pins, cols) if not columns and pins.partial.any() else {}
+    return CoarseClasses(
+        members=cols.members,
+        weight=weight,
+        reader_classes=reader_classes,
+        net_types=_net_types(hg, pins, cols, readers_of_net, partial_of_net),
+        split_columns=cols.split,
+        total_weight=float(hg.vertex_weight.sum()),
+    )
+
+
+def _pin_pairs(hg: Hypergraph) -> _Pins:
+    """Group the pins by (net, block); a net must have exactly one pin in its producer's block."""
     nv, nb = hg.num_vertices, len(hg.blocks)
     vblock = np.empty(nv, dtype=np.int64)
     bsize = np.array([b.size for b in hg.blocks], dtype=np.int64)
     for i, b in enumerate(hg.blocks):
         vblock[b.start : b.stop] = i
-    vsize = _vertex_sizes(hg)
     pin_net = hg.pin_nets()
     key = pin_net * nb + vblock[hg.net_pins]
     ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
@@ -166,23 +215,26 @@ def _analyze(hg: Hypergraph, columns: bool) -> CoarseClasses:
         )
     full = (~is_root_blk) & (cnt == bsize[k_blk])
     partial = (~is_root_blk) & ~full
-    pin_partial = partial[inv]
+    return _Pins(vblock, pin_net, inv, cnt, k_net, k_blk, full, partial, partial[inv])
 
-    # columns: connected components of root <-> partial reader links
-    if columns and pin_partial.any():
+
+def _columns(hg: Hypergraph, pins: _Pins, columns: bool) -> _Columns:
+    """Columns (``columns=True``: components of root - partial reader links, else single vertices), by class."""
+    nv = hg.num_vertices
+    if columns and pins.pin_partial.any():
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
 
-        a = hg.net_root[pin_net[pin_partial]]
-        b = hg.net_pins[pin_partial]
+        a = hg.net_root[pins.pin_net[pins.pin_partial]]
+        b = hg.net_pins[pins.pin_partial]
         adj = coo_matrix((np.ones(len(a)), (a, b)), shape=(nv, nv))
         _, comp = connected_components(adj, directed=False)
         split = True
     else:
         comp = np.arange(nv)
         split = False
-
     # signature of every column: sorted (block, size) of its members
+    vblock, vsize = pins.vblock, _vertex_sizes(hg)
     order = np.lexsort((np.arange(nv), vblock, comp))
     comp_sorted = comp[order]
     starts = np.flatnonzero(np.r_[True, comp_sorted[1:] != comp_sorted[:-1]])
@@ -198,11 +250,13 @@ def _analyze(hg: Hypergraph, columns: bool) -> CoarseClasses:
             class_rows.append([])
         class_rows[c].append(vs)
         col_class[ci] = c
-    members = [np.stack(rows) for rows in class_rows]
-    # column index of every vertex
     col_of_vertex = np.empty(nv, dtype=np.int64)
     col_of_vertex[order] = np.repeat(np.arange(len(starts)), np.diff(bounds))
+    return _Columns([np.stack(rows) for rows in class_rows], col_class, col_of_vertex, len(starts), split)
 
+
+def _class_weights(hg: Hypergraph, members: list[np.ndarray], vblock: np.ndarray) -> np.ndarray:
+    """Weight of one column per class; every column of a class must weigh the same."""
     weight = np.empty(len(members))
     for c, mem in enumerate(members):
         w = hg.vertex_weight[mem].sum(axis=1)
@@ -215,48 +269,44 @@ def _analyze(hg: Hypergraph, columns: bool) -> CoarseClasses:
                 where=f"model {hg.model}", fix="the exact backend needs interchangeable filters; use mtkahypar",
             )
         weight[c] = float(w.mean())
+    return weight
 
-    # full readers of every net, as a tuple of blocks
-    readers_of_net: list[list[int]] = [[] for _ in range(hg.num_nets)]
-    for n, bl in zip(k_net[full].tolist(), k_blk[full].tolist(), strict=True):
-        readers_of_net[n].append(bl)
-    reader_classes: dict[int, list[int]] = {}
-    for bl in sorted(set(k_blk[full].tolist())):
-        b = hg.blocks[bl]
-        reader_classes[bl] = sorted(set(col_class[col_of_vertex[b.start : b.stop]].tolist()))
 
-    # partial-reader classes per net (block model only): one-to-one links
-    partial_of_net: dict[int, list[int]] = {}
-    if not columns and partial.any():
-        pn, pb = k_net[partial], k_blk[partial]
-        ok1 = cnt[partial] == 1
-        pin_v = np.full(len(ukey), -1, dtype=np.int64)
-        pin_v[inv[pin_partial]] = hg.net_pins[pin_partial]
-        for n, bl, good, v in zip(pn.tolist(), pb.tolist(), ok1.tolist(), pin_v[partial].tolist(), strict=True):
-            if good:
-                partial_of_net.setdefault(n, []).append((bl, int(col_class[col_of_vertex[v]])))
+def _partial_links(hg: Hypergraph, pins: _Pins, cols: _Columns) -> dict[int, list[tuple[int, int]]]:
+    """Block model: per net, the (block, class) of its one-to-one partial readers."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    pn, pb = pins.k_net[pins.partial], pins.k_blk[pins.partial]
+    ok1 = pins.cnt[pins.partial] == 1
+    pin_v = np.full(len(pins.k_net), -1, dtype=np.int64)
+    pin_v[pins.inv[pins.pin_partial]] = hg.net_pins[pins.pin_partial]
+    for n, bl, good, v in zip(pn.tolist(), pb.tolist(), ok1.tolist(), pin_v[pins.partial].tolist(), strict=True):
+        if good:
+            out.setdefault(n, []).append((bl, int(cols.col_class[cols.col_of_vertex[v]])))
+    return out
 
-    # net types, and the check that every column of a class roots the same nets
-    type_of: dict[tuple, int] = {}
+
+def _net_types(hg: Hypergraph, pins: _Pins, cols: _Columns, readers_of_net: list[list[int]],
+               partial_of_net: dict[int, list[tuple[int, int]]]) -> list[NetType]:
+    """Net types, checking that every column of a class roots the same nets."""
+    type_of: dict[tuple[int, int, tuple[int, ...], float, tuple[tuple[int, int], ...]], int] = {}
     net_type = np.empty(hg.num_nets, dtype=np.int64)
     for n in range(hg.num_nets):
         r = int(hg.net_root[n])
-        c = int(col_class[col_of_vertex[r]])
+        c = int(cols.col_class[cols.col_of_vertex[r]])
         tkey = (
             c,
-            int(vblock[r]),
+            int(pins.vblock[r]),
             tuple(sorted(readers_of_net[n])),
             float(hg.net_cost[n]),
             tuple(sorted(partial_of_net.get(n, []))),
         )
         net_type[n] = type_of.setdefault(tkey, len(type_of))
     net_types: list[NetType] = []
-    roots_col = col_of_vertex[hg.net_root]
+    roots_col = cols.col_of_vertex[hg.net_root]
     for tkey, t in type_of.items():
         c, rblk, readers, cost, part = tkey
-        cols = roots_col[net_type == t]
-        n_c = members[c].shape[0]
-        per = np.bincount(cols, minlength=len(starts))[np.flatnonzero(col_class == c)]
+        n_c = cols.members[c].shape[0]
+        per = np.bincount(roots_col[net_type == t], minlength=cols.count)[np.flatnonzero(cols.col_class == c)]
         if per.min() != per.max():
             raise HgpartError(
                 f"the filters of layer {hg.blocks[rblk].layer!r} feed different readers "
@@ -268,18 +318,11 @@ def _analyze(hg: Hypergraph, columns: bool) -> CoarseClasses:
         if part:
             # one-to-one only: every reader vertex of D serves exactly one net of this type
             dcls = sorted({pc for _, pc in part})
-            if len(dcls) == 1 and members[dcls[0]].shape[0] == n_c and int(per[0]) == 1:
+            if len(dcls) == 1 and cols.members[dcls[0]].shape[0] == n_c and int(per[0]) == 1:
                 partial_classes = (dcls[0],)
         net_types.append(NetType(cls=c, per_column=int(per[0]), cost=cost, readers=readers,
                                  partial=partial_classes))
-    return CoarseClasses(
-        members=members,
-        weight=weight,
-        reader_classes=reader_classes,
-        net_types=net_types,
-        split_columns=split,
-        total_weight=float(hg.vertex_weight.sum()),
-    )
+    return net_types
 
 
 def expand_counts(hg: Hypergraph, model: CoarseClasses, counts: np.ndarray) -> np.ndarray:

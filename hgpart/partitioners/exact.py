@@ -61,7 +61,7 @@ so ``U_c y[b,p] >= x[c,p]`` (tighter than ``n_c``), a reader block spans at
 least ``max_c ceil(n_c / U_c)`` parts, and a reader on ``q`` sees at least
 ``n - U`` roots elsewhere: ``s[T,q] >= m_T (n - U) z[R,q]``. All hold for
 every balanced placement, so the optimum is unchanged (tests check against
-brute force); they matter once a layer outweighs a part (VGG16, K = 16).
+brute force); they matter once a layer outweighs a part.
 
 Closing the gap: branch and price
 ---------------------------------
@@ -75,42 +75,68 @@ and the larger proven bound. Incumbents: the best contiguous chain
 placement (:mod:`.chain`, milliseconds at any K), the compact program's,
 and whole-part solutions of the pattern master.
 
-Scaling (VGG16 224 b32, 17 classes, eps 0.1, 2 shared cores,
-``benchmarks/partition_quality.py``, logs in ``benchmarks/results/partition_quality/``,
-``final4_*``): the compact program proves K = 2 and 4 in seconds. K = 8 and
-16 are the hard middle: the balance lets a part hold several whole layers;
-with the cover cuts, 150 s of branch and price prove the placement within
-1.0% / 0.2% (FLOP weights, K = 8 / 16) and 1.3% / 1.5% (measured profile),
-where without them the bound stayed 3-7% below. From K = 32 on every layer
-must be spread over many parts, the balance-implied cuts pin the bound down
-and 45 s prove 0.4% / 1.6% at K = 32, 0.2% at K = 64 and 0.0-0.1% at
-K = 128. Branching is still not complete (a node whose counts are all
-whole can remain fractional; it keeps its bound, so the result stays a
-proof). The model size that matters is the number of classes (one per
-layer for VGG-like models): support-enumeration pricing handles up to
-:data:`.branch_price.ENUM_CLASSES` (2^C supports per pricing call); above that HiGHS
-prices each pattern (~0.3 s a call), and Add/depthwise ties (ResNet)
-leave only the loose block-model bound.
+Scaling (measured figures: ``benchmarks/results/partition_quality/README.md``):
+the compact program proves small K outright. Middle K are the hard part:
+the balance lets a part hold several whole layers, and the cover cuts of
+branch and price close most of the gap. At large K every layer must be
+spread over many parts and the balance-implied cuts pin the bound down.
+Branching is still not complete (a node whose counts are all whole can
+remain fractional; it keeps its bound, so the result stays a proof). The
+model size that matters is the number of classes (one per layer for
+VGG-like models): support-enumeration pricing handles up to
+:data:`.branch_price.ENUM_CLASSES` (2^C supports per pricing call); above
+that HiGHS prices each pattern, which is far slower, and Add/depthwise
+ties (ResNet) leave only the loose block-model bound.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint
+from scipy.sparse import coo_matrix
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
+from hgpart.metrics import km1_bytes
+from hgpart.partitioners._interrupt import cancel_on_interrupt, milp_interruptible
+from hgpart.partitioners.base import PartitionResult
 from hgpart.partitioners.branch_price import pattern_bound
 from hgpart.partitioners.chain import chain_counts
-from hgpart.partitioners.counts import MIB, CoarseClasses, analyze, even_counts, expand_counts
+from hgpart.partitioners.counts import MIB, CoarseClasses, NetType, analyze, even_counts, expand_counts
 
-__all__ = ["ExactSolution", "solve_counts", "solve_exact", "coarse_lower_bound", "run"]
+__all__ = ["Effort", "DETERMINISTIC", "ExactSolution", "CountProgram", "solve_counts", "solve_exact",
+           "coarse_lower_bound", "resolve_preset", "run"]
 
 DEFAULT_TIME_LIMIT = 60.0
 #: cut points per part capacity of the chain placement that seeds the program (:mod:`.chain`)
 CHAIN_STEPS = 160
+
+
+@dataclass(frozen=True)
+class Effort:
+    """A fixed amount of solver work in place of a wall-clock race (the ``deterministic`` preset).
+
+    HiGHS is deterministic for a given program and node limit, and branch and
+    price for a given iteration count, so a run stopped by these counts gives
+    the same placement on any machine; the time limit then only guards
+    against a run far slower than expected.
+    """
+
+    nodes: int = 1_000  # branch-and-bound nodes per HiGHS program
+    iterations: int = 100  # column-generation iterations of branch and price
+
+    def stopped_by_clock(self, seconds: float, time_limit: float) -> bool:
+        """Whether a stage that took ``seconds`` under ``time_limit`` was cut short by the clock."""
+        return seconds >= 0.98 * time_limit
+
+
+#: the ``deterministic`` preset's effort
+DETERMINISTIC = Effort()
 
 
 @dataclass
@@ -129,135 +155,184 @@ class ExactSolution:
 # ------------------------------------------------------------------ program
 
 
-def solve_counts(
-    model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, mip_rel_gap: float = 1e-6
-) -> ExactSolution:
-    """Build and solve the integer program of the module docstring with HiGHS."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
+class SparseProgram:
+    """A HiGHS program being built: variables allocated in blocks, constraint rows as sparse entries."""
 
-    t0 = time.perf_counter()
-    C = len(model.members)
-    n = model.sizes
-    K = int(k)
-    nvar = 0
+    def __init__(self) -> None:
+        self.nvar = 0
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.rlo: list[float] = []
+        self.rhi: list[float] = []
 
-    def alloc(count: int) -> int:
-        nonlocal nvar
-        start = nvar
-        nvar += count
+    def alloc(self, count: int) -> int:
+        """Index of the first of ``count`` new variables."""
+        start = self.nvar
+        self.nvar += count
         return start
 
-    x0 = alloc(C * K)
-    reader_blocks = sorted(model.reader_classes)
-    yidx = {b: alloc(K) for b in reader_blocks}
-    rsets = sorted({t.readers for t in model.net_types if t.readers})
-    zidx = {r: alloc(K) for r in rsets}
-    typed = [t for t in model.net_types if t.readers or t.partial]
-    sidx = [alloc(K) if t.readers else -1 for t in typed]
-    mix = [t for t in typed if t.partial]
-    vidx = {id(t): alloc(1) for t in mix}
-    mmidx = {id(t): alloc(K) for t in mix}
-
-    lo = np.zeros(nvar)
-    hi = np.full(nvar, np.inf)
-    integ = np.zeros(nvar, dtype=np.uint8)
-    cost = np.zeros(nvar)
-    for c in range(C):
-        hi[x0 + c * K : x0 + (c + 1) * K] = n[c]
-    integ[x0 : x0 + C * K] = 1
-    for b in reader_blocks:
-        hi[yidx[b] : yidx[b] + K] = 1
-        integ[yidx[b] : yidx[b] + K] = 1
-    for r in rsets:
-        hi[zidx[r] : zidx[r] + K] = 1
-        integ[zidx[r] : zidx[r] + K] = 1
-
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    rlo: list[float] = []
-    rhi: list[float] = []
-
-    def row(entries: list[tuple[int, float]], low: float, high: float) -> None:
-        r = len(rlo)
+    def row(self, entries: list[tuple[int, float]], low: float, high: float) -> None:
+        """Add ``low <= sum val * var <= high`` for ``(var, val)`` in ``entries``."""
+        r = len(self.rlo)
         for col, val in entries:
-            rows.append(r)
-            cols.append(col)
-            vals.append(val)
-        rlo.append(low)
-        rhi.append(high)
+            self.rows.append(r)
+            self.cols.append(col)
+            self.vals.append(val)
+        self.rlo.append(low)
+        self.rhi.append(high)
 
-    def X(c: int, p: int) -> int:
-        return x0 + c * K + p
+    def constraint(self) -> LinearConstraint:
+        A = coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.rlo), self.nvar)).tocsr()
+        return LinearConstraint(A, np.array(self.rlo), np.array(self.rhi))
 
-    for c in range(C):
-        row([(X(c, p), 1.0) for p in range(K)], float(n[c]), float(n[c]))
-    cap = (1.0 + epsilon) * model.total_weight / K
-    for p in range(K):
-        row([(X(c, p), float(model.weight[c])) for c in range(C) if model.weight[c] != 0.0], -np.inf, cap)
-    # the most columns of a class one part can hold (balance), and the fewest parts a class needs
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fit = np.where(model.weight > 0, np.floor(cap / np.where(model.weight > 0, model.weight, 1.0) + 1e-9), n)
-    U = np.minimum(n, fit).astype(np.int64)
-    if np.any(U < 1):
-        raise HgpartError(
-            f"one filter weighs more than a part may hold ((1+{epsilon})*total/{K})",
-            where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
-        )
-    need = -(-n // U)  # ceil(n / U)
-    for b in reader_blocks:
-        for c in model.reader_classes[b]:
-            for p in range(K):
-                row([(yidx[b] + p, float(U[c])), (X(c, p), -1.0)], 0.0, np.inf)
-        nb = int(max(need[c] for c in model.reader_classes[b]))
-        if nb > 1:
-            row([(yidx[b] + p, 1.0) for p in range(K)], float(nb), np.inf)
-    for r in rsets:
-        for b in r:
-            for p in range(K):
-                row([(zidx[r] + p, 1.0), (yidx[b] + p, -1.0)], 0.0, np.inf)
-    for t, s0 in zip(typed, sidx, strict=True):
-        m, nc = float(t.per_column), float(n[t.cls])
-        w = t.cost / MIB
-        if t.readers:
-            z = zidx[t.readers]
-            # s >= m(n - x) - m n (1 - z)  <=>  s + m x - m n z >= 0
+
+@dataclass
+class CountProgram:
+    """The column/block model's integer program (module docstring): variables, bounds, rows, objective."""
+
+    model: CoarseClasses
+    K: int
+    cap: float
+    prog: SparseProgram = field(default_factory=SparseProgram)
+    x0: int = 0
+    yidx: dict[int, int] = field(default_factory=dict)  # full-reader block -> its K y variables
+    zidx: dict[tuple[int, ...], int] = field(default_factory=dict)  # reader set -> its K z variables
+    typed: list[NetType] = field(default_factory=list)  # net types with readers or partial readers
+    sidx: list[int] = field(default_factory=list)  # per typed: its K s variables (-1: none)
+    vidx: dict[int, int] = field(default_factory=dict)  # id(net type) -> v (partial readers)
+    mmidx: dict[int, int] = field(default_factory=dict)  # id(net type) -> its K mm variables
+
+    def X(self, c: int, p: int) -> int:
+        """Index of x[c, p]."""
+        return self.x0 + c * self.K + p
+
+    @classmethod
+    def build(cls, model: CoarseClasses, k: int, epsilon: float) -> tuple[CountProgram, np.ndarray, np.ndarray,
+                                                                           np.ndarray, np.ndarray]:
+        """The program and its (lower bounds, upper bounds, integrality, cost) vectors."""
+        K = int(k)
+        self = cls(model, K, (1.0 + epsilon) * model.total_weight / K)
+        p = self.prog
+        self.x0 = p.alloc(len(model.members) * K)
+        reader_blocks = sorted(model.reader_classes)
+        self.yidx = {b: p.alloc(K) for b in reader_blocks}
+        rsets = sorted({t.readers for t in model.net_types if t.readers})
+        self.zidx = {r: p.alloc(K) for r in rsets}
+        self.typed = [t for t in model.net_types if t.readers or t.partial]
+        self.sidx = [p.alloc(K) if t.readers else -1 for t in self.typed]
+        mix = [t for t in self.typed if t.partial]
+        self.vidx = {id(t): p.alloc(1) for t in mix}
+        self.mmidx = {id(t): p.alloc(K) for t in mix}
+        lo, hi, integ = self._bounds()
+        cost = np.zeros(p.nvar)
+        U = self._balance_rows(epsilon)
+        self._span_rows(U)
+        self._net_rows(U, cost)
+        # symmetry: parts ordered by the counts of the heaviest class
+        star = int(np.argmax(model.weight * model.sizes))
+        for q in range(K - 1):
+            p.row([(self.X(star, q), 1.0), (self.X(star, q + 1), -1.0)], 0.0, np.inf)
+        return self, lo, hi, integ, cost
+
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        K, n, nvar = self.K, self.model.sizes, self.prog.nvar
+        lo = np.zeros(nvar)
+        hi = np.full(nvar, np.inf)
+        integ = np.zeros(nvar, dtype=np.uint8)
+        C = len(self.model.members)
+        for c in range(C):
+            hi[self.x0 + c * K : self.x0 + (c + 1) * K] = n[c]
+        integ[self.x0 : self.x0 + C * K] = 1
+        for start in [*self.yidx.values(), *self.zidx.values()]:
+            hi[start : start + K] = 1
+            integ[start : start + K] = 1
+        return lo, hi, integ
+
+    def _balance_rows(self, epsilon: float) -> np.ndarray:
+        """Every column placed once, the balance; returns ``U`` (the most columns of a class a part holds)."""
+        model, K, p, n, cap = self.model, self.K, self.prog, self.model.sizes, self.cap
+        C = len(model.members)
+        for c in range(C):
+            p.row([(self.X(c, q), 1.0) for q in range(K)], float(n[c]), float(n[c]))
+        for q in range(K):
+            p.row([(self.X(c, q), float(model.weight[c])) for c in range(C) if model.weight[c] != 0.0], -np.inf, cap)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fit = np.where(model.weight > 0, np.floor(cap / np.where(model.weight > 0, model.weight, 1.0) + 1e-9), n)
+        U = np.minimum(n, fit).astype(np.int64)
+        if np.any(U < 1):
+            raise HgpartError(
+                f"one filter weighs more than a part may hold ((1+{epsilon})*total/{K})",
+                where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
+            )
+        return U
+
+    def _span_rows(self, U: np.ndarray) -> None:
+        """y[b, q] = "block b has a vertex on q" and z[R, q] = "some reader of R is on q"."""
+        model, K, p = self.model, self.K, self.prog
+        need = -(-model.sizes // U)  # ceil(n / U)
+        for b, y in self.yidx.items():
+            for c in model.reader_classes[b]:
+                for q in range(K):
+                    p.row([(y + q, float(U[c])), (self.X(c, q), -1.0)], 0.0, np.inf)
+            nb = int(max(need[c] for c in model.reader_classes[b]))
+            if nb > 1:
+                p.row([(y + q, 1.0) for q in range(K)], float(nb), np.inf)
+        for r, z in self.zidx.items():
+            for b in r:
+                for q in range(K):
+                    p.row([(z + q, 1.0), (self.yidx[b] + q, -1.0)], 0.0, np.inf)
+
+    def _net_rows(self, U: np.ndarray, cost: np.ndarray) -> None:
+        """The linearised cost of every net type (s), and the block model's partial-reader terms (v, mm)."""
+        n, K, p = self.model.sizes, self.K, self.prog
+        for t, s0 in zip(self.typed, self.sidx, strict=True):
+            m, nc = float(t.per_column), float(n[t.cls])
+            w = t.cost / MIB
+            if t.readers:
+                z = self.zidx[t.readers]
+                # s >= m(n - x) - m n (1 - z)  <=>  s + m x - m n z >= 0
+                for q in range(K):
+                    p.row([(s0 + q, 1.0), (self.X(t.cls, q), m), (z + q, -m * nc)], 0.0, np.inf)
+                    if U[t.cls] < n[t.cls]:
+                        # a reader on q sees at least n - U roots elsewhere: s >= m (n - U) z
+                        p.row([(s0 + q, 1.0), (z + q, -m * float(n[t.cls] - U[t.cls]))], 0.0, np.inf)
+            if not t.partial:
+                cost[s0 : s0 + K] += w
+                continue
+            v, mm = self.vidx[id(t)], self.mmidx[id(t)]
+            cost[v] = w
+            if t.readers:
+                p.row([(v, 1.0)] + [(s0 + q, -1.0) for q in range(K)], 0.0, np.inf)
+            d = t.partial[0]
             for q in range(K):
-                row([(s0 + q, 1.0), (X(t.cls, q), m), (z + q, -m * nc)], 0.0, np.inf)
-                if U[t.cls] < n[t.cls]:
-                    # a reader on q sees at least n - U roots elsewhere: s >= m (n - U) z
-                    row([(s0 + q, 1.0), (z + q, -m * float(n[t.cls] - U[t.cls]))], 0.0, np.inf)
-        if not t.partial:
-            cost[s0 : s0 + K] += w
-            continue
-        v, mm = vidx[id(t)], mmidx[id(t)]
-        cost[v] = w
-        if t.readers:
-            row([(v, 1.0)] + [(s0 + q, -1.0) for q in range(K)], 0.0, np.inf)
-        d = t.partial[0]
-        for p in range(K):
-            row([(mm + p, 1.0), (X(t.cls, p), -1.0)], -np.inf, 0.0)
-            row([(mm + p, 1.0), (X(d, p), -1.0)], -np.inf, 0.0)
-        # v >= m * (n - sum mm)
-        row([(v, 1.0)] + [(mm + p, m) for p in range(K)], m * nc, np.inf)
-    # symmetry: parts ordered by the counts of the heaviest class
-    star = int(np.argmax(model.weight * n))
-    for p in range(K - 1):
-        row([(X(star, p), 1.0), (X(star, p + 1), -1.0)], 0.0, np.inf)
+                p.row([(mm + q, 1.0), (self.X(t.cls, q), -1.0)], -np.inf, 0.0)
+                p.row([(mm + q, 1.0), (self.X(d, q), -1.0)], -np.inf, 0.0)
+            # v >= m * (n - sum mm)
+            p.row([(v, 1.0)] + [(mm + q, m) for q in range(K)], m * nc, np.inf)
 
-    A = coo_matrix((vals, (rows, cols)), shape=(len(rlo), nvar)).tocsr()
-    res = milp(
+
+def solve_counts(
+    model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, mip_rel_gap: float = 1e-6,
+    node_limit: int | None = None,
+) -> ExactSolution:
+    """Build and solve the integer program of the module docstring with HiGHS (``node_limit``: nodes at most)."""
+    t0 = time.perf_counter()
+    C, K = len(model.members), int(k)
+    cp, lo, hi, integ, cost = CountProgram.build(model, K, epsilon)
+    res = milp_interruptible(
         cost,
-        constraints=LinearConstraint(A, np.array(rlo), np.array(rhi)),
+        constraints=cp.prog.constraint(),
         integrality=integ,
         bounds=Bounds(lo, hi),
-        options={"time_limit": float(max(time_limit, 0.1)), "mip_rel_gap": mip_rel_gap, "disp": False},
+        options={"time_limit": float(max(time_limit, 0.1)), "mip_rel_gap": mip_rel_gap, "disp": False,
+                 **({} if node_limit is None else {"node_limit": int(node_limit)})},
     )
     secs = time.perf_counter() - t0
     bound = getattr(res, "mip_dual_bound", None)
     bound_bytes = max(float(bound), 0.0) * MIB if bound is not None and np.isfinite(bound) else 0.0
-    info = {"variables": nvar, "constraints": len(rlo), "nodes": int(getattr(res, "mip_node_count", 0) or 0)}
+    info: dict[str, object] = {"variables": cp.prog.nvar, "constraints": len(cp.prog.rlo),
+                               "nodes": int(getattr(res, "mip_node_count", 0) or 0)}
     if res.x is None:
         if res.status == 2:  # infeasible
             raise HgpartError(
@@ -266,7 +341,7 @@ def solve_counts(
             )
         return ExactSolution(np.zeros((C, K), dtype=np.int64), float("inf"), bound_bytes, False,
                              f"no incumbent ({res.message})", secs, info)
-    counts = np.rint(res.x[x0 : x0 + C * K]).astype(np.int64).reshape(C, K)
+    counts = np.rint(res.x[cp.x0 : cp.x0 + C * K]).astype(np.int64).reshape(C, K)
     obj = float(res.fun) * MIB
     optimal = res.status == 0
     if optimal:
@@ -275,51 +350,44 @@ def solve_counts(
 
 
 def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: float,
-                head_start: float = 4.0) -> ExactSolution:
+                head_start: float = 4.0, effort: Effort | None = None) -> ExactSolution:
     """The compact program and branch and price side by side; the better placement, the larger bound.
 
     Why both: HiGHS on the compact program finds good placements fast and
-    proves K <= 4 optimal in seconds, and its own branch and cut keeps
-    raising the bound when layers are very unequal (measured VGG16 weights,
-    K = 8); :func:`pattern_bound` proves far more from K = 8 on with FLOP-like
-    weights. Neither dominates, so the compact program runs in a thread for
-    the whole time limit (HiGHS releases the GIL: two cores, two solvers)
-    while branch and price runs here after a short head start, stopping
-    early when the compact program proves its optimum. Incumbents: the best
-    contiguous chain placement (:mod:`hgpart.partitioners.chain`), the
-    program's and the pattern master's.
+    proves small K optimal, and its own branch and cut keeps raising the
+    bound when layers are very unequal; :func:`pattern_bound` proves far more
+    at larger K with FLOP-like weights. Neither dominates, so the compact
+    program runs in a thread for the whole time limit (HiGHS releases the
+    GIL: two cores, two solvers) while branch and price runs here after a
+    short head start, stopping early when the compact program proves its
+    optimum. Incumbents: the best contiguous chain placement
+    (:mod:`hgpart.partitioners.chain`), the program's and the pattern master's.
+
+    ``effort``: no race; the program runs first, limited to ``effort.nodes``,
+    then (unless it proved the optimum) branch and price for
+    ``effort.iterations``, so the result does not depend on the machine's speed.
     """
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-
     t0 = time.perf_counter()
     chain = chain_counts(model, k, epsilon, steps=CHAIN_STEPS) if k > 1 else None
-    finished = threading.Event()
-
-    def compact() -> ExactSolution:
-        try:
-            return solve_counts(model, k, epsilon, time_limit=time_limit)
-        finally:
-            finished.set()
-
     rel_gap = 1e-4
-    lb, info = 0.0, {}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        fut = pool.submit(compact)
-        finished.wait(min(head_start, time_limit))
+    lb: float = 0.0
+    info: dict[str, object] = {}
+    pricing_ok = chain is not None and not any(t.partial for t in model.net_types)
+    if effort is not None:
+        sol = solve_counts(model, k, epsilon, time_limit=time_limit, node_limit=effort.nodes)
         rest = time_limit - (time.perf_counter() - t0)
-        if not finished.is_set() and chain is not None and rest >= 1.0 and not any(
-                t.partial for t in model.net_types):
+        if not sol.optimal and pricing_ok and chain is not None and rest > 0.0:
             lb, info = pattern_bound(model, k, epsilon, time_limit=rest, columns=chain[0].T,
-                                     incumbent_bytes=chain[1] * MIB, rel_gap=rel_gap, stop=finished.is_set)
-        sol = fut.result()
+                                     incumbent_bytes=chain[1] * MIB, rel_gap=rel_gap,
+                                     max_iterations=effort.iterations, node_limit=effort.nodes)
+    else:
+        sol, lb, info = _race(model, k, epsilon, time_limit, head_start, chain if pricing_ok else None, rel_gap)
     counts, obj, source = sol.counts, sol.objective_bytes, "program"
     if sol.optimal:
         return sol
     for name, cand, cand_obj in (("chain", None if chain is None else chain[0], np.inf if chain is None
                                   else chain[1] * MIB),
-                                 ("patterns", info.pop("counts", None), float(info.pop("counts_bytes", np.inf)))):
+                                 ("patterns", info.pop("counts", None), _as_float(info.pop("counts_bytes", np.inf)))):
         if cand is not None and cand_obj < obj * (1.0 - 1e-9):
             counts, obj, source = np.asarray(cand), cand_obj, name
     if not np.isfinite(obj):
@@ -330,6 +398,35 @@ def solve_exact(model: CoarseClasses, k: int, epsilon: float, *, time_limit: flo
                          f"time limit, gap {obj / max(bound, 1e-300) - 1.0:.2%}", time.perf_counter() - t0,
                          {**sol.info, "incumbent": source, "program_bound_bytes": sol.bound_bytes,
                           "pricing": {kk: v for kk, v in info.items() if kk != "counts"}})
+
+
+def _race(model: CoarseClasses, k: int, epsilon: float, time_limit: float, head_start: float,
+          chain: tuple[np.ndarray, float] | None, rel_gap: float) -> tuple[ExactSolution, float, dict[str, object]]:
+    """The compact program in a thread, branch and price here until it finishes or time runs out."""
+    t0 = time.perf_counter()
+    finished = threading.Event()
+
+    def compact() -> ExactSolution:
+        try:
+            return solve_counts(model, k, epsilon, time_limit=time_limit)
+        finally:
+            finished.set()
+
+    lb: float = 0.0
+    info: dict[str, object] = {}
+    with ThreadPoolExecutor(max_workers=1) as pool, cancel_on_interrupt():
+        fut = pool.submit(compact)
+        finished.wait(min(head_start, time_limit))
+        rest = time_limit - (time.perf_counter() - t0)
+        if not finished.is_set() and chain is not None and rest >= 1.0:
+            lb, info = pattern_bound(model, k, epsilon, time_limit=rest, columns=chain[0].T,
+                                     incumbent_bytes=chain[1] * MIB, rel_gap=rel_gap, stop=finished.is_set)
+        sol = fut.result()
+    return sol, lb, info
+
+
+def _as_float(v: object) -> float:
+    return float(v) if isinstance(v, int | float) else float("nan")
 
 
 # ------------------------------------------------------------------ public verbs
@@ -360,38 +457,51 @@ def coarse_lower_bound(
     return sol.bound_bytes, best
 
 
+def resolve_preset(preset: str | None) -> Effort | None:
+    """``None`` / ``"highs"``: solvers race the time limit; ``"deterministic"``: :data:`DETERMINISTIC` effort."""
+    key = (preset or "highs").strip().lower()
+    if key == "highs":
+        return None
+    if key == "deterministic":
+        return DETERMINISTIC
+    raise HgpartError(f"unknown exact preset {preset!r}", fix="use 'highs' (default) or 'deterministic'")
+
+
 def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
-        bound: bool = True):
+        threads: int | None = None, bound: bool = True, effort: Effort | None = None) -> PartitionResult:
     """Backend entry point (see :mod:`hgpart.partitioners`).
+
+    ``preset="deterministic"`` (or ``effort``): solvers stop after a fixed
+    amount of work (:class:`Effort`), not at the time limit, so the same
+    input gives the same placement on any machine unless the time limit
+    cuts a stage short (``info["deterministic"]`` is then False).
 
     ``bound=False``: with split columns the block-model bound program is
     skipped, the whole time goes to the column model's placement and
     ``lower_bound_bytes`` is None (the block model's counts are often the
     better placement, so auto keeps ``bound=True`` for residual models).
     """
-    from hgpart.metrics import km1_bytes
-    from hgpart.partitioners import PartitionResult
-
     t0 = time.perf_counter()
+    effort = effort or resolve_preset(preset)
+    nodes = None if effort is None else effort.nodes
     limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
     model = analyze(hg, columns=True)
     lb_bytes: float | None
     if model.split_columns:
-        sol = solve_counts(model, k, epsilon, time_limit=limit / 2 if bound else limit)
+        sol = solve_counts(model, k, epsilon, time_limit=limit / 2 if bound else limit, node_limit=nodes)
         relaxed = analyze(hg, columns=False)
         lb = None
         if bound:
-            lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0))
+            lb = solve_counts(relaxed, k, epsilon, time_limit=max(limit - (time.perf_counter() - t0), 1.0),
+                              node_limit=nodes)
         lb_bytes = lb.bound_bytes if lb is not None else None
     else:
-        sol = solve_exact(model, k, epsilon, time_limit=limit)
+        sol = solve_exact(model, k, epsilon, time_limit=limit, effort=effort)
         lb_bytes = sol.bound_bytes
     counts = sol.counts if np.isfinite(sol.objective_bytes) else even_counts(model, k)
     parts = expand_counts(hg, model, counts)
     obj = km1_bytes(hg, parts, k)
     if model.split_columns:
-        from hgpart.partitioners.chain import chain_counts
-
         alts = []
         if lb is not None and np.isfinite(lb.objective_bytes):
             # the block model's counts, columns laid out contiguously (aligned wherever counts agree)
@@ -407,7 +517,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
         parts=parts,
         backend="exact",
         seconds=time.perf_counter() - t0,
-        preset="highs",
+        preset="highs" if effort is None else "deterministic",
         backend_objective=obj,
         objective_scale=1.0,
         lower_bound_bytes=None if lb_bytes is None else min(lb_bytes, obj),
@@ -417,6 +527,7 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
             "program_bytes": sol.objective_bytes,
             "classes": len(model.members),
             "column_model": model.split_columns,
+            "deterministic": effort is not None and not effort.stopped_by_clock(time.perf_counter() - t0, limit),
             **sol.info,
         },
     )

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from hgpart.hypergraph import Hypergraph
-from hgpart.partitioners import PartitionResult
+from hgpart.partitioners.base import PartitionResult
 
 __all__ = ["run"]
 
@@ -37,7 +37,9 @@ def run(
     seed: int = 1,
     preset: str | None = None,
     time_limit: float | None = None,
+    threads: int | None = None,
 ) -> PartitionResult:
+    """Backend entry point (see :mod:`hgpart.partitioners`); deterministic, uses only ``hg`` and ``k``."""
     t0 = time.perf_counter()
     parts = np.empty(hg.num_vertices, dtype=np.int64)
     for b in hg.blocks:

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from hgpart.hypergraph import Hypergraph
-from hgpart.partitioners import PartitionResult
+from hgpart.partitioners.base import PartitionResult
 
 __all__ = ["run", "incremental_parts"]
 
@@ -58,7 +58,9 @@ def run(
     seed: int = 1,
     preset: str | None = None,
     time_limit: float | None = None,
+    threads: int | None = None,
 ) -> PartitionResult:
+    """Backend entry point (see :mod:`hgpart.partitioners`); deterministic, uses only ``hg`` and ``k``."""
     t0 = time.perf_counter()
     parts = incremental_parts(hg.vertex_weight, k)
     return PartitionResult(parts=parts, backend="incremental", seconds=time.perf_counter() - t0)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
-from hgpart.partitioners import PartitionResult
 from hgpart.partitioners._subprocess import partition_in_child
+from hgpart.partitioners.base import PartitionResult
 
 __all__ = ["run", "PRESET_FILE", "DEFAULT_PRESET", "resolve_preset"]
 
@@ -41,7 +41,9 @@ def resolve_preset(preset: str | None) -> tuple[str, Path]:
 
 def run(
     hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
+    threads: int | None = None,
 ) -> PartitionResult:
+    """Backend entry point (see :mod:`hgpart.partitioners`); KaHyPar is sequential, ``threads`` is ignored."""
     name, ini = resolve_preset(preset)
     return partition_in_child("kahypar", hg, k=k, epsilon=epsilon, seed=seed, config=str(ini), preset=name,
                               threads=1, deterministic=True, time_limit=time_limit)

@@ -30,8 +30,8 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
-from hgpart.partitioners import PartitionResult
 from hgpart.partitioners._units import unit_names, vertex_units
+from hgpart.partitioners.base import PartitionResult
 
 __all__ = ["run", "split_min_max", "max_parts", "boundary_costs"]
 
@@ -113,7 +113,9 @@ def run(
     seed: int = 1,
     preset: str | None = None,
     time_limit: float | None = None,
+    threads: int | None = None,
 ) -> PartitionResult:
+    """Backend entry point (see :mod:`hgpart.partitioners`); deterministic, uses only ``hg`` and ``k``."""
     t0 = time.perf_counter()
     names = unit_names(hg)
     n = len(names)

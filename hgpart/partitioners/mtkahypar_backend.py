@@ -10,23 +10,21 @@ wheel). Presets (case-insensitive, ``-`` or ``_``): ``deterministic``
 (default), ``deterministic_quality``, ``default``, ``quality``,
 ``highest_quality``, ``large_k``. The deterministic presets give the same
 partition for the same seed at any thread count; the others are only
-reproducible on one thread, so they run on one thread unless
-``HGPART_MTKAHYPAR_THREADS`` asks for more (recorded in the provenance).
-Runs in a child process (Mt-KaHyPar's thread pool is initialised once per
-process, and the caller may be threaded) with ``threads`` from
-``HGPART_MTKAHYPAR_THREADS`` (default 2).
+reproducible on one thread, so they run on one thread unless ``threads``
+asks for more (recorded in the provenance). Runs in a child process
+(Mt-KaHyPar's thread pool is initialised once per process, and the caller
+may be threaded) with ``threads`` threads (default :data:`DEFAULT_THREADS`).
 """
 
 from __future__ import annotations
 
-import os
-
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
-from hgpart.partitioners import PartitionResult
 from hgpart.partitioners._subprocess import partition_in_child
+from hgpart.partitioners.base import PartitionResult
 
-__all__ = ["run", "PRESETS", "DEFAULT_PRESET", "resolve_preset", "DETERMINISTIC_PRESETS", "default_threads"]
+__all__ = ["run", "PRESETS", "DEFAULT_PRESET", "resolve_preset", "DETERMINISTIC_PRESETS", "DEFAULT_THREADS",
+           "thread_count"]
 
 #: our name -> mtkahypar.PresetType member
 PRESETS = {
@@ -39,6 +37,8 @@ PRESETS = {
 }
 DETERMINISTIC_PRESETS = frozenset({"deterministic", "deterministic_quality"})
 DEFAULT_PRESET = "deterministic"
+#: Mt-KaHyPar threads when the caller does not say (one per core of the 2-core machines hgpart targets)
+DEFAULT_THREADS = 2
 
 
 def resolve_preset(preset: str | None) -> str:
@@ -51,25 +51,24 @@ def resolve_preset(preset: str | None) -> str:
     return key
 
 
-def default_threads() -> int:
-    """Threads for Mt-KaHyPar: ``HGPART_MTKAHYPAR_THREADS`` or 2."""
-    raw = os.environ.get("HGPART_MTKAHYPAR_THREADS", "2")
-    try:
-        n = int(raw)
-    except ValueError:
-        raise HgpartError(f"HGPART_MTKAHYPAR_THREADS={raw!r} is not an integer", fix="set it to e.g. 2") from None
-    return max(1, n)
+def thread_count(threads: int | None) -> int:
+    """Threads for Mt-KaHyPar: ``threads``, or :data:`DEFAULT_THREADS` when None."""
+    if threads is None:
+        return DEFAULT_THREADS
+    if int(threads) < 1:
+        raise HgpartError(f"{threads} Mt-KaHyPar threads requested", fix="use 1 or more threads")
+    return int(threads)
 
 
 def run(
     hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
     threads: int | None = None,
 ) -> PartitionResult:
+    """Backend entry point (see :mod:`hgpart.partitioners`)."""
     name = resolve_preset(preset)
-    explicit = threads is not None or "HGPART_MTKAHYPAR_THREADS" in os.environ
-    n = max(1, int(threads)) if threads is not None else default_threads()
+    n = thread_count(threads)
     deterministic = name in DETERMINISTIC_PRESETS
-    if not deterministic and not explicit:
+    if not deterministic and threads is None:
         n = 1  # non-deterministic presets are reproducible for a seed only on one thread
     deterministic = deterministic or n == 1
     return partition_in_child("mtkahypar", hg, k=k, epsilon=epsilon, seed=seed, config=PRESETS[name], preset=name,

@@ -7,13 +7,12 @@ Usage::
     runs = run_portfolio(graphs, k=64, epsilon=0.1, seconds=8.0, refine_share=0.3)
     best = min(runs, key=lambda r: r.km1_bytes)    # best.parts are on graphs[best.graph].hg
 
-Why: on CNN hypergraphs one Mt-KaHyPar QUALITY run varies by 10-30% from
-seed to seed (ResNet18 32^2 fine, K = 8: 2.72-3.38 MiB over six seeds of the
-same grouped graph), and the best grouping depends on K (VGG16 224^2 fine,
-FLOP weights: 16 x 16 channel groups per layer give 4,859 MiB at K = 64,
-64 x 64 groups 5,381). Many short runs on small grouped graphs, the best
-kept, beat one long run on the whole graph: the ungrouped graph needs
-minutes per run, a 4 k-vertex grouped graph under a second.
+Why: on CNN hypergraphs one Mt-KaHyPar QUALITY run varies a lot from seed
+to seed, and the best grouping depends on K (figures in
+``benchmarks/results/partition_quality/README.md``). Many short runs on
+small grouped graphs, the best kept, beat one long run on the whole graph:
+the ungrouped graph needs minutes per run, a small grouped graph under a
+second.
 
 How: ``workers`` child processes (default: the Mt-KaHyPar thread count, one
 per core) each run Mt-KaHyPar on one thread (deterministic for a seed), load
@@ -45,9 +44,13 @@ from pathlib import Path
 import numpy as np
 
 from hgpart.errors import HgpartError
+from hgpart.formats import write_hmetis
 from hgpart.hypergraph import Hypergraph
+from hgpart.partitioners._subprocess import _die_with_parent
+from hgpart.partitioners.mtkahypar_backend import PRESETS, resolve_preset, thread_count
+from hgpart.partitioners.scaling import scale_hypergraph
 
-__all__ = ["Candidate", "Run", "run_portfolio", "worker_count", "refine"]
+__all__ = ["Candidate", "Run", "Job", "run_portfolio", "worker_count", "refine"]
 
 #: partition runs per graph at most (a portfolio call is bounded even with a huge time limit)
 MAX_SEEDS = 24
@@ -83,24 +86,158 @@ class Run:
         return f"s{self.seed}" if self.kind == "partition" else f"s{self.seed}+vcycles"
 
 
-def worker_count() -> int:
-    """One worker per core Mt-KaHyPar may use (``HGPART_MTKAHYPAR_THREADS``, default 2)."""
-    from hgpart.partitioners.mtkahypar_backend import default_threads
-
-    return default_threads()
+def worker_count(threads: int | None = None) -> int:
+    """One worker per core Mt-KaHyPar may use: ``threads``, default :data:`.mtkahypar_backend.DEFAULT_THREADS`."""
+    return thread_count(threads)
 
 
-def _spawn(err: Path) -> subprocess.Popen:
+def _spawn(err: Path) -> subprocess.Popen[str]:
     """One worker; its stderr goes to a file (a pipe nobody reads could fill up and block it)."""
-    from hgpart.partitioners._subprocess import _die_with_parent
-
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with open(err, "w", encoding="utf-8") as fh:
         return subprocess.Popen(
-            [sys.executable, "-m", "hgpart.partitioners.portfolio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=fh, text=True, bufsize=1, env=env,
+            [sys.executable, "-m", "hgpart.partitioners._portfolio_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=fh, text=True, bufsize=1, env=env,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
+
+
+@dataclass
+class Job:
+    """One unit of work for a worker: a partition run with a seed, or V-cycles from a given partition."""
+
+    op: str  # "partition" | "refine"
+    graph: int
+    seed: int
+    init: str = ""  # refine: file of the starting parts
+    vcycles: int = 0
+    origin: int = -1  # refine: index of the run it starts from, or -2 - j for starts[j]
+
+    @property
+    def slot(self) -> int:
+        """Key of the slowest-run estimate: (graph, op)."""
+        return (self.graph << 1) | (self.op == "refine")
+
+    def wire(self, job_id: int, d: Path, base: dict[str, object]) -> dict[str, object]:
+        """The JSON object a worker reads."""
+        out: dict[str, object] = {"op": self.op, "graph": self.graph, "seed": self.seed, "id": job_id,
+                                  "hgr": str(d / f"g{self.graph}.hgr"), "out": str(d / f"out{job_id}.bin"), **base}
+        if self.op == "refine":
+            out.update(init=self.init, vcycles=self.vcycles, origin=self.origin)
+        return out
+
+
+class _Workers:
+    """The worker processes, their pipes and a selector over their answers."""
+
+    def __init__(self, d: Path, n: int) -> None:
+        self.d = d
+        self.procs = [_spawn(d / f"worker{w}.err") for w in range(n)]
+        self.sel = selectors.DefaultSelector()
+        for w, p in enumerate(self.procs):
+            assert p.stdout is not None
+            self.sel.register(p.stdout, selectors.EVENT_READ, w)
+
+    def send(self, w: int, job: dict[str, object]) -> None:
+        stdin = self.procs[w].stdin
+        assert stdin is not None
+        stdin.write(json.dumps(job) + "\n")
+        stdin.flush()
+
+    def answer(self, w: int, k: int) -> dict[str, float]:
+        """The next answer line of worker ``w``; HgpartError when it died."""
+        stdout = self.procs[w].stdout
+        assert stdout is not None
+        line = stdout.readline()
+        if not line:
+            self.procs[w].wait(timeout=5)
+            err = (self.d / f"worker{w}.err").read_text()[-300:].strip().splitlines() or ["no output"]
+            raise HgpartError(f"Mt-KaHyPar worker stopped: {err[-1]}", where=f"K = {k}",
+                              fix="report this with the model")
+        ans: dict[str, float] = json.loads(line)
+        return ans
+
+    def close(self) -> None:
+        """Kill what still runs and reap every worker."""
+        self.sel.close()
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait()
+            for s in (p.stdin, p.stdout):
+                if s is not None:
+                    s.close()
+
+
+@dataclass
+class _Schedule:
+    """What the parent decides: each worker's queue, the phase (partition, then refine) and run-time estimates.
+
+    Static queues: job j goes to worker j % n, so each worker's sequence of
+    runs is fixed up to the jobs skipped for time (a worker's runs depend on
+    what it ran before: Mt-KaHyPar keeps state between runs that set_seed
+    does not reset).
+    """
+
+    d: Path
+    queues: list[deque[Job]]
+    base: dict[str, object]
+    deadline: float
+    refine_at: float
+    epsilon: float
+    vcycles: int
+    seed0: int
+    starts: list[tuple[int, np.ndarray, float]]
+    runs: list[Run] = field(default_factory=list)
+    slowest: dict[int, float] = field(default_factory=dict)
+    running: dict[int, tuple[Job, dict[str, object], float]] = field(default_factory=dict)
+    refining: bool = False
+    n_jobs: int = 0
+    skip_for_time: bool = True  # False: every planned job runs (the deterministic mode); only the deadline stops
+
+    @classmethod
+    def plan(cls, graphs: list[Candidate], n_workers: int, seed0: int, **kw: object) -> _Schedule:
+        """Partition jobs round-robin over the graphs: every graph's first seed, then the second, ..."""
+        queues: list[deque[Job]] = [deque() for _ in range(n_workers)]
+        j = 0
+        for seed in range(seed0, seed0 + min(max((c.seeds for c in graphs), default=0), MAX_SEEDS)):
+            for i, c in enumerate(graphs):
+                if seed - seed0 < c.seeds:
+                    queues[j % n_workers].append(Job("partition", i, seed))
+                    j += 1
+        return cls(queues=queues, seed0=seed0, **kw)  # type: ignore[arg-type]
+
+    def start_refining(self) -> None:
+        """Refinements go first; what is left of the partition runs follows if time remains."""
+        self.refining = True
+        n = len(self.queues)
+        refine = _refine_jobs(self.runs, self.starts, self.d, self.vcycles, n, self.epsilon, self.seed0)
+        for i, job in reversed(list(enumerate(refine))):
+            self.queues[i % n].appendleft(job)
+
+    def next_job(self, w: int, now: float) -> tuple[Job, dict[str, object]] | None:
+        """Worker ``w``'s next job that can finish in its phase (by its graph's slowest run so far)."""
+        if not self.refining and now >= self.refine_at:
+            self.start_refining()
+        limit = self.deadline if self.refining else self.refine_at
+        while self.queues[w]:
+            job = self.queues[w].popleft()
+            est = self.slowest.get(job.slot)
+            if self.skip_for_time and est is not None and now + est > limit + (0.0 if self.refining else 0.5 * est):
+                continue
+            self.n_jobs += 1
+            return job, job.wire(self.n_jobs, self.d, self.base)
+        return None
+
+    def finish(self, w: int, ans: dict[str, float], scales: list[float]) -> None:
+        """Record worker ``w``'s answer to its running job as a :class:`Run`."""
+        job, wire, started = self.running.pop(w)
+        took = time.perf_counter() - started
+        self.slowest[job.slot] = max(self.slowest.get(job.slot, 0.0), took)
+        parts = np.fromfile(str(wire["out"]), dtype="<i4").astype(np.int64)
+        self.runs.append(Run(graph=job.graph, kind=job.op, seed=job.seed, km1_bytes=ans["km1"] * scales[job.graph],
+                             imbalance=ans["imbalance"], seconds=took, parts=parts, origin=job.origin))
 
 
 def run_portfolio(
@@ -116,8 +253,15 @@ def run_portfolio(
     starts: list[tuple[int, np.ndarray, float]] | None = None,
     seed0: int = 1,
     stop: threading.Event | None = None,
+    deterministic: bool = False,
 ) -> list[Run]:
     """Every run that finished within ``seconds`` (see the module docstring).
+
+    ``deterministic``: no job is skipped because its graph's runs so far
+    suggest it would not finish in time; with ``refine_share=0`` the
+    refinements start once every partition run is done. If nothing is cut
+    off by ``seconds``, the runs are then the same on any machine (for the
+    same ``workers``).
 
     ``stop``: once it is set and one partition run has finished, the portfolio
     ends early like at its deadline (the caller no longer needs more seeds,
@@ -128,18 +272,11 @@ def run_portfolio(
     portfolio's own results by km1. A refine run's ``origin`` is the index of
     the run it started from, or ``-2 - j`` for ``starts[j]``.
     """
-    from hgpart.formats import write_hmetis
-    from hgpart.partitioners.mtkahypar_backend import PRESETS, resolve_preset
-    from hgpart.partitioners.scaling import scale_hypergraph
-
     t0 = time.perf_counter()
-    deadline = t0 + max(seconds, 0.0)
-    refine_at = t0 + max(seconds, 0.0) * (1.0 - refine_share)
     n_workers = max(1, workers or worker_count())
-    runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="hgpart-portfolio-") as tmp:
         d = Path(tmp)
-        procs = [_spawn(d / f"worker{w}.err") for w in range(n_workers)]  # they import while files are written
+        pool = _Workers(d, n_workers)  # they import while files are written
         try:
             scales = []
             for i, c in enumerate(graphs):
@@ -147,100 +284,50 @@ def run_portfolio(
                 write_hmetis(sh, d / f"g{i}.hgr")
                 scales.append(sh.cost_scale)
             base = {"k": k, "epsilon": float(epsilon), "preset": PRESETS[resolve_preset(preset)]}
-            # static queues: job j goes to worker j % n, so each worker's sequence of runs is fixed up to the jobs
-            # skipped for time (a worker's runs depend on what it ran before: Mt-KaHyPar keeps state between runs
-            # that set_seed does not reset)
-            queues: list[deque[dict]] = [deque() for _ in range(n_workers)]
-            j = 0
-            for seed in range(seed0, seed0 + min(max((c.seeds for c in graphs), default=0), MAX_SEEDS)):
-                for i, c in enumerate(graphs):
-                    if seed - seed0 < c.seeds:
-                        queues[j % n_workers].append({"op": "partition", "graph": i, "seed": seed})
-                        j += 1
-            slowest: dict[int, float] = {}
-            running: dict[int, tuple[dict, float]] = {}
-            refining = False
-            sel = selectors.DefaultSelector()
-            for w, p in enumerate(procs):
-                sel.register(p.stdout, selectors.EVENT_READ, w)
-            n_jobs = 0
-
-            def next_job(w: int, now: float) -> dict | None:
-                nonlocal refining, n_jobs
-                if not refining and now >= refine_at:
-                    refining = True
-                    # refinements go first; what is left of the partition runs follows if time remains
-                    refine = _refine_jobs(runs, starts or [], d, vcycles, n_workers, epsilon, seed0)
-                    for i, job in reversed(list(enumerate(refine))):
-                        queues[i % n_workers].appendleft(job)
-                limit = deadline if refining else refine_at
-                while queues[w]:
-                    job = queues[w].popleft()
-                    est = slowest.get((job["graph"] << 1) | (job["op"] == "refine"))
-                    if est is not None and now + est > limit + (0.0 if refining else 0.5 * est):
-                        continue  # would not finish in its phase (by this graph's slowest run so far)
-                    n_jobs += 1
-                    return {**job, "id": n_jobs, "hgr": str(d / f"g{job['graph']}.hgr"),
-                            "out": str(d / f"out{n_jobs}.bin"), **base}
-                return None
-
-            def assign(w: int) -> None:
-                job = next_job(w, time.perf_counter())
-                if job is not None:
-                    procs[w].stdin.write(json.dumps(job) + "\n")
-                    procs[w].stdin.flush()
-                    running[w] = (job, time.perf_counter())
-
-            for w in range(n_workers):
-                assign(w)
-            while running or not refining:
-                now = time.perf_counter()
-                if now >= deadline or (stop is not None and stop.is_set()
-                                       and any(r.kind == "partition" for r in runs)):
-                    break
-                if not refining and (now >= refine_at or not running):
-                    # refinement starts on time, or early when every worker has run out of partition jobs
-                    refine_at = min(refine_at, now)
-                    for w in range(n_workers):
-                        if w not in running:
-                            assign(w)
-                    if not running:
-                        break
-                    continue
-                wake = max(min(deadline, refine_at if not refining else deadline) - now, 0.0)
-                events = sel.select(timeout=wake if stop is None else min(wake, STOP_POLL))
-                for key, _ in events:
-                    w = key.data
-                    line = procs[w].stdout.readline()
-                    if not line:
-                        procs[w].wait(timeout=5)
-                        err = (d / f"worker{w}.err").read_text()[-300:].strip().splitlines() or ["no output"]
-                        raise HgpartError(f"Mt-KaHyPar worker stopped: {err[-1]}", where=f"K = {k}",
-                                          fix="report this with the model")
-                    job, started = running.pop(w)
-                    ans = json.loads(line)
-                    took = time.perf_counter() - started
-                    slot = (job["graph"] << 1) | (job["op"] == "refine")
-                    slowest[slot] = max(slowest.get(slot, 0.0), took)
-                    parts = np.fromfile(job["out"], dtype="<i4").astype(np.int64)
-                    runs.append(Run(graph=job["graph"], kind=job["op"], seed=job["seed"],
-                                    km1_bytes=ans["km1"] * scales[job["graph"]], imbalance=ans["imbalance"],
-                                    seconds=took, parts=parts, origin=job.get("origin", -1)))
-                    assign(w)
+            sched = _Schedule.plan(graphs, n_workers, seed0, d=d, base=base, deadline=t0 + max(seconds, 0.0),
+                                   refine_at=t0 + max(seconds, 0.0) * (1.0 - refine_share), epsilon=epsilon,
+                                   vcycles=vcycles, starts=starts or [], skip_for_time=not deterministic)
+            _drive(sched, pool, scales, k, stop)
         finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-            for p in procs:
-                p.wait()
-                for s in (p.stdin, p.stdout):
-                    if s is not None:
-                        s.close()
-    return runs
+            pool.close()
+    return sched.runs
+
+
+def _drive(sched: _Schedule, pool: _Workers, scales: list[float], k: int, stop: threading.Event | None) -> None:
+    """Hand out jobs and collect answers until the deadline, ``stop`` or no work is left."""
+
+    def assign(w: int) -> None:
+        nxt = sched.next_job(w, time.perf_counter())
+        if nxt is not None:
+            pool.send(w, nxt[1])
+            sched.running[w] = (nxt[0], nxt[1], time.perf_counter())
+
+    n_workers = len(pool.procs)
+    for w in range(n_workers):
+        assign(w)
+    while sched.running or not sched.refining:
+        now = time.perf_counter()
+        if now >= sched.deadline or (stop is not None and stop.is_set()
+                                     and any(r.kind == "partition" for r in sched.runs)):
+            break
+        if not sched.refining and (now >= sched.refine_at or not sched.running):
+            # refinement starts on time, or early when every worker has run out of partition jobs
+            sched.refine_at = min(sched.refine_at, now)
+            for w in range(n_workers):
+                if w not in sched.running:
+                    assign(w)
+            if not sched.running:
+                break
+            continue
+        wake = max(min(sched.deadline, sched.refine_at if not sched.refining else sched.deadline) - now, 0.0)
+        for key, _ in pool.sel.select(timeout=wake if stop is None else min(wake, STOP_POLL)):
+            w = key.data
+            sched.finish(w, pool.answer(w, k), scales)
+            assign(w)
 
 
 def _refine_jobs(runs: list[Run], starts: list[tuple[int, np.ndarray, float]], d: Path, vcycles: int,
-                 n: int, epsilon: float, seed0: int) -> list[dict]:
+                 n: int, epsilon: float, seed0: int) -> list[Job]:
     """V-cycle jobs from the ``n`` best starting points: balanced portfolio results and the given starts by km1."""
     pool = [(r.imbalance > epsilon + 1e-3, r.km1_bytes, r.graph, r.parts, r.seed, i)
             for i, r in enumerate(runs) if r.kind == "partition"]
@@ -250,8 +337,7 @@ def _refine_jobs(runs: list[Run], starts: list[tuple[int, np.ndarray, float]], d
     for j, (_, _, g, parts, seed, origin) in enumerate(pool[:n]):
         path = d / f"init{j}.bin"
         parts.astype("<i4").tofile(path)
-        jobs.append({"op": "refine", "graph": g, "seed": seed, "init": str(path), "vcycles": vcycles,
-                     "origin": origin})
+        jobs.append(Job("refine", g, seed, init=str(path), vcycles=vcycles, origin=origin))
     return jobs
 
 
@@ -272,38 +358,3 @@ def refine(hg: Hypergraph, parts: np.ndarray, *, k: int, epsilon: float, seed: i
     if done and (done[0].shape != parts.shape or done[0].min() < 0 or done[0].max() >= k):
         raise HgpartError("Mt-KaHyPar refinement returned a malformed partition", fix="report this with the model")
     return done[0] if done else parts
-
-
-# ------------------------------------------------------------------ worker (child process)
-
-
-def _worker() -> None:
-    """Serve jobs from stdin, one JSON object per line; answer one line each (km1, imbalance, seconds)."""
-    import mtkahypar
-
-    mtk = mtkahypar.initialize(1, False)
-    graphs: dict[tuple[str, str], object] = {}
-    for line in sys.stdin:
-        job = json.loads(line)
-        t0 = time.perf_counter()
-        ctx = mtk.context_from_preset(mtkahypar.PresetType.__members__[job["preset"]])
-        ctx.set_partitioning_parameters(job["k"], job["epsilon"], mtkahypar.Objective.KM1)
-        ctx.logging = False
-        key = (job["hgr"], job["preset"])
-        if key not in graphs:
-            graphs[key] = mtk.hypergraph_from_file(job["hgr"], ctx, mtkahypar.FileFormat.HMETIS)
-        hg = graphs[key]
-        mtkahypar.set_seed(int(job["seed"]))
-        if job["op"] == "refine":
-            init = np.fromfile(job["init"], dtype="<i4").tolist()
-            phg = hg.create_partitioned_hypergraph(ctx, job["k"], init)
-            phg.improve_partition(ctx, int(job["vcycles"]))
-        else:
-            phg = hg.partition(ctx)
-        np.asarray(phg.get_partition(), dtype="<i4").tofile(job["out"])
-        print(json.dumps({"id": job["id"], "km1": int(phg.km1()), "imbalance": float(phg.imbalance(ctx)),
-                          "seconds": time.perf_counter() - t0}), flush=True)
-
-
-if __name__ == "__main__":
-    _worker()

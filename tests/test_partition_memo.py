@@ -1,0 +1,37 @@
+"""The per-hypergraph memo: what it promises about new, collected and in-place-modified graphs."""
+
+from __future__ import annotations
+
+import gc
+
+from hgtoys import toy_network, unit_work
+
+from hgpart.hypergraph import build_hypergraph
+from hgpart.partitioners._memo import forget, memo
+from hgpart.partitioners.counts import analyze
+
+
+def _coarse():
+    g = toy_network()
+    return build_hypergraph(g, unit_work(g), batch_size=2, grain="coarse")
+
+
+def test_a_new_graph_is_never_served_another_graphs_result() -> None:
+    a, b = _coarse(), _coarse()
+    assert memo(a, "k", lambda: "a") == "a"
+    assert memo(b, "k", lambda: "b") == "b"  # equal contents, another object: computed anew
+    del a
+    gc.collect()
+    c = _coarse()  # may reuse a's address
+    assert memo(c, "k", lambda: "c") == "c"
+
+
+def test_a_graph_changed_in_place_is_served_the_stale_result_until_forget() -> None:
+    hg = _coarse()
+    before = analyze(hg)
+    hg.vertex_weight *= 3.0  # in place: same object, new work
+    assert analyze(hg) is before  # the documented limit: the key is the object, not its contents
+    assert before.total_weight != float(hg.vertex_weight.sum())
+    forget(hg)
+    after = analyze(hg)
+    assert after is not before and after.total_weight == float(hg.vertex_weight.sum())
