@@ -5,6 +5,8 @@ Usage::
     hgpart info --model vgg16 --input 224
     hgpart profile --model vgg16 --input 224 --batch-size 32          # measured
     hgpart profile --model minivgg --input 32 --batch-size 32 --analytic
+    hgpart profile --model resnet18 --input 32 --cores 1     # a one-core worker: profiles/resnet18_32_b32_c1.json
+    hgpart profile --compare profiles/a.json profiles/b.json
 
 TensorFlow is imported only when a command runs, so the CLI starts quickly.
 """
@@ -65,15 +67,29 @@ def info(
 
 @app.command()
 def profile(
-    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
     classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
     batch_size: int = typer.Option(32, "--batch-size", "-b", help="batch size B"),
-    repeats: int = typer.Option(5, "--repeats", help="timed repeats per layer (the median is kept)"),
+    repeats: int = typer.Option(5, "--repeats", help="sampling rounds at least (every layer is sampled once a round)"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="rounds at most, for layers above the "
+                                          "--target spread (default 3 x --repeats)"),
+    target: float = typer.Option(0.05, "--target", help="relative 95 % confidence half-width a layer is sampled to"),
+    clock: str = typer.Option("auto", "--clock", help="wall, process_cpu, or auto (process CPU time on one core, "
+                              "wall time on more)"),
+    statistic: str = typer.Option("low_half", "--statistic", help="low_half (mean of the lower half of the "
+                                  "samples), min or median"),
     warmup: int = typer.Option(2, "--warmup", help="untimed calls per layer before timing"),
     analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of timing (no measurement)"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="output (default profiles/<model>_<input>_b<B>.json)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="output (default profiles/<model>_<input>_b<B>.json, "
+                                    "..._b<B>_c<N>.json with --cores N)"),
     threads: int | None = typer.Option(None, "--threads", help="TensorFlow intra/inter-op threads (default: TF's)"),
+    cores: int | None = typer.Option(None, "--cores", help="pin to N cores with N intra-op threads, as a local "
+                                     "worker with N cores runs (the profile `partition --cores N` reads)"),
+    compare: tuple[Path, Path] | None = typer.Option(None, "--compare", help="print per-layer ratios between two "
+                                                     "profile files P1 P2 (nothing is measured)"),
+    min_share: float = typer.Option(0.02, "--min-share", help="with --compare: layers of at least this share of "
+                                    "the step"),
 ) -> None:
     """Measure each layer's forward and backward time (or count FLOPs) and write a profile file."""
     from rich.console import Console
@@ -81,20 +97,33 @@ def profile(
     from hgpart.errors import HgpartError
     from hgpart.models import parse_input
     from hgpart.profile import default_profile_path
-    from hgpart.profiler import configure_threads, profile_model
+    from hgpart.profile_report import print_quality
+    from hgpart.profiler import configure_threads, options_from, pin_cores, profile_model
 
+    if compare:
+        _compare(*compare, min_share=min_share)
+        return
+    if model is None:
+        raise HgpartError("no model to profile", where="hgpart profile", fix="pass --model, or --compare P1 P2")
     if batch_size < 1:
         raise HgpartError(f"batch size must be positive, got {batch_size}", where="--batch-size")
-    configure_threads(threads)
+    if cores is not None and threads is not None:
+        raise HgpartError("--cores and --threads exclude each other", fix="--cores N sets N threads itself")
+    if cores is not None:
+        pin_cores(cores)
+    else:
+        configure_threads(threads)
+    one_core = (cores or threads or _usable_cores()) == 1
+    opts = options_from(repeats=repeats, max_rounds=max_rounds, warmup=warmup, target=target, statistic=statistic,
+                        clock=("process_cpu" if one_core else "wall") if clock == "auto" else clock)
     started = time.perf_counter()
-    prof = profile_model(
-        model, input_shape=parse_input(input), num_classes=classes, batch_size=batch_size,
-        repeats=repeats, warmup=warmup, analytic=analytic,
-    )
+    prof = profile_model(model, input_shape=parse_input(input), num_classes=classes, batch_size=batch_size,
+                         options=opts, analytic=analytic)
     from hgpart.layergraph import LayerGraph
 
     graph = LayerGraph.from_dict(prof.graph) if prof.graph else None
-    path = out if out is not None else default_profile_path(graph, batch_size) if graph else Path("profile.json")
+    path = out if out is not None else default_profile_path(graph, batch_size, cores=cores) if graph else Path(
+        "profile.json")
     prof.save(path)
     wall = time.perf_counter() - started
     console = Console()
@@ -103,10 +132,27 @@ def profile(
         bwd = sum(c.backward_ms for c in prof.layers)
         console.print(
             f"{prof.model} input {list(prof.input_shape)} batch {batch_size}: forward {fwd:,.1f} ms + "
-            f"backward {bwd:,.1f} ms = {fwd + bwd:,.1f} ms per step (sum of layers, median of {repeats})",
-            highlight=False,
-        )
+            f"backward {bwd:,.1f} ms = {fwd + bwd:,.1f} ms per step (sum of layers)", highlight=False)
+        print_quality(prof, console=console)
     else:
         total = sum(prof.work().values())
         console.print(f"{prof.model} batch {batch_size}: analytic work {total:,.1f} MFLOP per step", highlight=False)
     console.print(f"wrote {path}  (fingerprint {prof.fingerprint}, wall {wall:.1f} s)", highlight=False)
+
+
+def _usable_cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _compare(a: Path, b: Path, *, min_share: float) -> None:
+    """``hgpart profile --compare A B``: per-layer ratios, never TensorFlow."""
+    from rich.console import Console
+
+    from hgpart.profile import Profile
+    from hgpart.profile_compare import compare_profiles
+    from hgpart.profile_report import print_comparison
+
+    cmp = compare_profiles(Profile.load(a), Profile.load(b), min_share=min_share)
+    print_comparison(cmp, str(a), str(b), console=Console())
