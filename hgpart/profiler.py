@@ -221,11 +221,11 @@ def _layer_timer(keras_layer: Any, layer: Layer, batch_size: int) -> tuple[Calla
     def call(inputs: list[Any]) -> Any:
         return keras_layer(inputs if multi else inputs[0], training=True)
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def forward(*inputs: Any) -> Any:
         return call(list(inputs))
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def forward_backward(*inputs: Any) -> Any:
         with tf.GradientTape() as tape:
             tape.watch(list(inputs))
@@ -251,7 +251,7 @@ def _step_timer(model: Any, batch_size: int) -> Callable[[], Any]:
     opt = keras.optimizers.SGD(learning_rate=1e-6)
     variables = model.trainable_variables
 
-    @tf.function
+    @tf.function(autograph=False)
     def step() -> Any:
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
