@@ -7,10 +7,11 @@ Run::
 
 Each run is its own process that samples every layer and one whole training step in ``--rounds`` interleaved
 rounds (no early stop), reading every sample on both clocks. All estimators are then computed from the same
-samples, so they are compared on identical load. Printed per estimator, for layers of at least 2 % of the sum
-of layers: the per-layer max/min across runs (median, worst), the worst max/min between layers of identical
-shape within a run, and the sum of layers over the whole step (worst run). The load average is printed at the
-start and at the end.
+samples, so they are compared on identical load. Printed per estimator, for layers of at least
+2 % of the sum of layers: the per-layer max/min across runs (median, worst), the same after dividing each run by
+its sum of layers (scale-free: the relative weights a partitioner balances), the worst max/min between layers of
+identical shape within a run, the sum of layers over the whole step (the run farthest from 1) and the whole
+step's max/min across runs. The load average is printed at the start and at the end.
 """
 
 from __future__ import annotations
@@ -61,21 +62,39 @@ def _with_estimator(prof: Profile, samples: dict[str, Any], clock: Clock, stat: 
     return replace(prof, layers=layers), est("fb", "<whole step>")
 
 
+def _across_runs(profs: list[Profile]) -> tuple[float, float]:
+    """Median and worst over layers of the max/min of each layer's work across the runs."""
+    ratios: dict[str, float] = {}
+    for i in range(len(profs)):
+        for j in range(i + 1, len(profs)):
+            for row in compare_profiles(profs[i], profs[j], min_share=MIN_SHARE).rows:
+                ratios[row.name] = max(ratios.get(row.name, 1.0), row.ratio)
+    return statistics.median(ratios.values()), max(ratios.values())
+
+
+def scale_free(prof: Profile) -> Profile:
+    """``prof`` with every layer's work divided by the sum of layers: the weights a partitioner balances."""
+    from dataclasses import replace
+
+    total = prof.layer_sum_ms
+    return replace(prof, layers=[replace(c, forward_ms=c.forward_ms / total, backward_ms=c.backward_ms / total)
+                                 for c in prof.layers])
+
+
 def analyse(runs: list[tuple[Profile, dict[str, Any]]]) -> None:
-    print(f"{'clock':<12} {'statistic':<9} {'runs med':>9} {'runs worst':>10} {'twins':>6} {'sum/step':>9}")
+    print(f"{'clock':<12} {'statistic':<9} {'runs med':>9} {'runs worst':>10} {'scale-free med':>14} "
+          f"{'scale-free worst':>16} {'twins':>6} {'sum/step':>9} {'step max/min':>12}")
     for clock in Clock:
         for stat in Statistic:
             profs = [_with_estimator(p, s, clock, stat) for p, s in runs]
-            ratios: dict[str, float] = {}
-            for i in range(len(profs)):
-                for j in range(i + 1, len(profs)):
-                    for row in compare_profiles(profs[i][0], profs[j][0], min_share=MIN_SHARE).rows:
-                        ratios[row.name] = max(ratios.get(row.name, 1.0), row.ratio)
+            med, worst = _across_runs([p for p, _ in profs])
+            free_med, free_worst = _across_runs([scale_free(p) for p, _ in profs])
             twins = max(shape_twin_ratio(p, min_share=MIN_SHARE)[0] for p, _ in profs)
             sums = [p.layer_sum_ms / step for p, step in profs]
             worst_sum = max(sums, key=lambda r: abs(r - 1.0))
-            print(f"{clock.value:<12} {stat.value:<9} {statistics.median(ratios.values()):>9.3f} "
-                  f"{max(ratios.values()):>10.3f} {twins:>6.3f} {worst_sum:>9.3f}")
+            steps = [step for _, step in profs]
+            print(f"{clock.value:<12} {stat.value:<9} {med:>9.3f} {worst:>10.3f} {free_med:>14.3f} {free_worst:>16.3f} "
+                  f"{twins:>6.3f} {worst_sum:>9.3f} {max(steps) / min(steps):>12.3f}")
 
 
 def main() -> None:
@@ -86,6 +105,7 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=1, help="pin each run to this many cores (0: unpinned)")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keep", default="", help="folder to make the runs' folder in (default: the system's temp)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -95,7 +115,7 @@ def main() -> None:
     print(f"{args.model} {args.input} batch {args.batch_size} cores {args.cores or 'all (unpinned)'} "
           f"rounds {args.rounds} runs {args.runs}; load average at start {os.getloadavg()}", flush=True)
     runs = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.keep or None) as tmp:
         for r in range(args.runs):
             out = Path(tmp) / str(r)
             out.mkdir()

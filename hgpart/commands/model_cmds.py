@@ -75,8 +75,8 @@ def profile(
     max_rounds: int | None = typer.Option(None, "--max-rounds", help="rounds at most, for layers above the "
                                           "--target spread (default 3 x --repeats)"),
     target: float = typer.Option(0.05, "--target", help="relative 95 % confidence half-width a layer is sampled to"),
-    clock: str = typer.Option("auto", "--clock", help="wall, process_cpu, or auto (process CPU time on one core, "
-                              "wall time on more)"),
+    clock: str = typer.Option("process_cpu", "--clock", help="process_cpu (CPU time of the process: time other "
+                              "processes take is not counted) or wall"),
     statistic: str = typer.Option("low_half", "--statistic", help="low_half (mean of the lower half of the "
                                   "samples), min or median"),
     warmup: int = typer.Option(2, "--warmup", help="untimed calls per layer before timing"),
@@ -113,9 +113,8 @@ def profile(
         pin_cores(cores)
     else:
         configure_threads(threads)
-    one_core = (cores or threads or _usable_cores()) == 1
     opts = options_from(repeats=repeats, max_rounds=max_rounds, warmup=warmup, target=target, statistic=statistic,
-                        clock=("process_cpu" if one_core else "wall") if clock == "auto" else clock)
+                        clock=clock)
     started = time.perf_counter()
     prof = profile_model(model, input_shape=parse_input(input), num_classes=classes, batch_size=batch_size,
                          options=opts, analytic=analytic)
@@ -138,12 +137,6 @@ def profile(
         total = sum(prof.work().values())
         console.print(f"{prof.model} batch {batch_size}: analytic work {total:,.1f} MFLOP per step", highlight=False)
     console.print(f"wrote {path}  (fingerprint {prof.fingerprint}, wall {wall:.1f} s)", highlight=False)
-
-
-def _usable_cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _compare(a: Path, b: Path, *, min_share: float) -> None:
