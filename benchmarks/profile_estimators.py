@@ -30,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 from hgpart.profile import Profile  # noqa: E402
-from hgpart.profile_compare import compare_profiles, shape_twin_ratio  # noqa: E402
+from hgpart.profile_compare import ratios_across, shape_twin_ratio  # noqa: E402
 from hgpart.timing import Clock, SampleSet, Statistic  # noqa: E402
 
 MIN_SHARE = 0.02
@@ -62,23 +62,9 @@ def _with_estimator(prof: Profile, samples: dict[str, Any], clock: Clock, stat: 
     return replace(prof, layers=layers), est("fb", "<whole step>")
 
 
-def _across_runs(profs: list[Profile]) -> tuple[float, float]:
-    """Median and worst over layers of the max/min of each layer's work across the runs."""
-    ratios: dict[str, float] = {}
-    for i in range(len(profs)):
-        for j in range(i + 1, len(profs)):
-            for row in compare_profiles(profs[i], profs[j], min_share=MIN_SHARE).rows:
-                ratios[row.name] = max(ratios.get(row.name, 1.0), row.ratio)
+def _across_runs(profs: list[Profile], *, scale_free: bool = False) -> tuple[float, float]:
+    ratios = ratios_across(profs, min_share=MIN_SHARE, scale_free=scale_free)
     return statistics.median(ratios.values()), max(ratios.values())
-
-
-def scale_free(prof: Profile) -> Profile:
-    """``prof`` with every layer's work divided by the sum of layers: the weights a partitioner balances."""
-    from dataclasses import replace
-
-    total = prof.layer_sum_ms
-    return replace(prof, layers=[replace(c, forward_ms=c.forward_ms / total, backward_ms=c.backward_ms / total)
-                                 for c in prof.layers])
 
 
 def analyse(runs: list[tuple[Profile, dict[str, Any]]]) -> None:
@@ -88,7 +74,7 @@ def analyse(runs: list[tuple[Profile, dict[str, Any]]]) -> None:
         for stat in Statistic:
             profs = [_with_estimator(p, s, clock, stat) for p, s in runs]
             med, worst = _across_runs([p for p, _ in profs])
-            free_med, free_worst = _across_runs([scale_free(p) for p, _ in profs])
+            free_med, free_worst = _across_runs([p for p, _ in profs], scale_free=True)
             twins = max(shape_twin_ratio(p, min_share=MIN_SHARE)[0] for p, _ in profs)
             sums = [p.layer_sum_ms / step for p, step in profs]
             worst_sum = max(sums, key=lambda r: abs(r - 1.0))

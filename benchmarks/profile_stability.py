@@ -8,11 +8,12 @@ Run::
 
 Every profile is ``hgpart profile`` in its own process, one after the other, with the profiler's defaults
 unless options say otherwise. Printed per model, for layers of at least 2 % of the sum of layers: the
-per-layer max/min across the runs (median and worst), the worst max/min between layers of identical shape
-within one profile, and the sum of layers over the measured whole training step of each run; also the whole
-step's max/min across runs, the layers above the spread target, the wall time of each profile, and the
-load average at the start and end. Targets: across runs <= 1.10 median and <= 1.25 worst; identical shapes
-within 1.15; sum of layers within 15 % of the step. The profiles are written to ``--out-dir``.
+per-layer max/min across the runs (median and worst), also scale-free (each run divided by its sum of layers:
+the relative weights a partitioner balances), the worst max/min between layers of identical shape within one
+profile, and the sum of layers over the measured whole training step of each run; also the whole step's
+max/min across runs, the layers above the spread target, the wall time of each profile, and the load average
+at the start and end. Targets: across runs <= 1.10 median and <= 1.25 worst; identical shapes within 1.15;
+sum of layers within 15 % of the step. The profiles are written to ``--out-dir``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from hgpart.profile import Profile  # noqa: E402
-from hgpart.profile_compare import compare_profiles, shape_twin_ratio  # noqa: E402
+from hgpart.profile_compare import ratios_across, shape_twin_ratio  # noqa: E402
 from hgpart.profile_report import QualitySummary  # noqa: E402
 
 MIN_SHARE = 0.02
@@ -61,30 +62,30 @@ def _verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
+def _runs_line(profs: list[Profile], scale_free: bool) -> str:
+    ratios = ratios_across(profs, min_share=MIN_SHARE, scale_free=scale_free)
+    med, worst = statistics.median(ratios.values()), max(ratios.values())
+    name = max(ratios, key=ratios.__getitem__)
+    return (f"median {med:.3f} ({_verdict(med <= TARGET_MEDIAN)} <= {TARGET_MEDIAN}), worst {worst:.3f} {name} "
+            f"({_verdict(worst <= TARGET_WORST)} <= {TARGET_WORST}), {sum(r > TARGET_MEDIAN for r in ratios.values())}"
+            f" of {len(ratios)} layers over {TARGET_MEDIAN}")
+
+
 def report(model: str, runs: list[Run]) -> None:
     profs = [r.profile for r in runs]
-    worst_pair: dict[str, float] = {}
-    for i in range(len(profs)):
-        for j in range(i + 1, len(profs)):
-            for row in compare_profiles(profs[i], profs[j], min_share=MIN_SHARE).rows:
-                worst_pair[row.name] = max(worst_pair.get(row.name, 1.0), row.ratio)
-    med, worst = statistics.median(worst_pair.values()), max(worst_pair.values())
-    worst_name = max(worst_pair, key=worst_pair.__getitem__)
-    twins = [shape_twin_ratio(p, min_share=MIN_SHARE) for p in profs]
-    twin, pair = max(twins, key=lambda t: t[0])
+    twin, pair = max((shape_twin_ratio(p, min_share=MIN_SHARE) for p in profs), key=lambda t: t[0])
     steps = [p.quality.step_ms for p in profs if p.quality and p.quality.step_ms]
     ratios = [p.layer_sum_ms / p.quality.step_ms for p in profs if p.quality and p.quality.step_ms]
     far = max(ratios, key=lambda r: abs(r - 1.0)) if ratios else float("nan")
-    print(f"\n{model}: {len(worst_pair)} layers of at least {MIN_SHARE:.0%} of the step; setup "
-          f"{profs[0].setup.describe()}")
+    print(f"\n{model}: layers of at least {MIN_SHARE:.0%} of the step; setup {profs[0].setup.describe()}")
     for k, r in enumerate(runs, 1):
         q = QualitySummary.of(r.profile)
         rounds = r.profile.quality.rounds if r.profile.quality else 0
         print(f"  run {k}: {r.seconds:6.1f} s, {rounds} rounds, sum of layers {r.profile.layer_sum_ms:9.1f} ms, "
               f"whole step {r.profile.quality.step_ms if r.profile.quality else float('nan'):9.1f} ms, "
               f"{len(q.above_target)} of {q.timed} layers above the spread target, load after {r.load_end:.2f}")
-    print(f"  per-layer max/min across runs: median {med:.3f} ({_verdict(med <= TARGET_MEDIAN)} <= {TARGET_MEDIAN}), "
-          f"worst {worst:.3f} {worst_name} ({_verdict(worst <= TARGET_WORST)} <= {TARGET_WORST})")
+    print(f"  per-layer max/min across runs: {_runs_line(profs, False)}")
+    print(f"  the same, scale-free (each run over its sum of layers): {_runs_line(profs, True)}")
     print(f"  identical-shape layers within one profile: worst {twin:.3f}"
           f"{f' ({pair[0]} / {pair[1]})' if pair else ''} ({_verdict(twin <= TARGET_TWINS)} <= {TARGET_TWINS})")
     print(f"  sum of layers / whole step: {', '.join(f'{r:.3f}' for r in ratios)} "

@@ -24,7 +24,8 @@ from hgpart.errors import HgpartError
 from hgpart.layergraph import LayerGraph
 from hgpart.profile import Profile
 
-__all__ = ["LayerRatio", "ProfileComparison", "compare_profiles", "shape_twin_ratio", "significant_layers"]
+__all__ = ["LayerRatio", "ProfileComparison", "compare_profiles", "ratios_across", "shape_twin_ratio",
+           "significant_layers"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,13 @@ def significant_layers(prof: Profile, min_share: float) -> list[str]:
     return [name for name, w in work.items() if w > 0 and w >= min_share * total]
 
 
-def compare_profiles(a: Profile, b: Profile, *, min_share: float = 0.0) -> ProfileComparison:
-    """Per-layer ratios between two measured profiles of the same layer graph."""
+def compare_profiles(a: Profile, b: Profile, *, min_share: float = 0.0, scale_free: bool = False) -> ProfileComparison:
+    """Per-layer ratios between two measured profiles of the same layer graph.
+
+    ``scale_free`` divides each profile's work by its sum of layers first: the
+    relative weights, which is what a partitioner balances, so a machine that
+    was uniformly slower during one profile does not count.
+    """
     for p in (a, b):
         if p.mode != "measured":
             raise HgpartError(f"profile of {p.model} is {p.mode}, not measured", where="--compare",
@@ -81,9 +87,22 @@ def compare_profiles(a: Profile, b: Profile, *, min_share: float = 0.0) -> Profi
                           fix="compare profiles made at one batch size")
     keep = set(significant_layers(a, min_share)) | set(significant_layers(b, min_share))
     wa, wb = a.work(), b.work()
+    if scale_free:
+        sa, sb = sum(wa.values()) or 1.0, sum(wb.values()) or 1.0
+        wa, wb = {k: v / sa for k, v in wa.items()}, {k: v / sb for k, v in wb.items()}
     rows = tuple(LayerRatio(c.name, wa[c.name], wb[c.name]) for c in a.layers
                  if c.name in keep and wa[c.name] > 0 and wb[c.name] > 0)
     return ProfileComparison(rows=rows, min_share=min_share)
+
+
+def ratios_across(profiles: list[Profile], *, min_share: float = 0.0, scale_free: bool = False) -> dict[str, float]:
+    """Each layer's max/min work across several profiles of one model (the worst of every pair)."""
+    worst: dict[str, float] = {}
+    for i, a in enumerate(profiles):
+        for b in profiles[i + 1:]:
+            for row in compare_profiles(a, b, min_share=min_share, scale_free=scale_free).rows:
+                worst[row.name] = max(worst.get(row.name, 1.0), row.ratio)
+    return worst
 
 
 def _shape_key(graph: LayerGraph, name: str) -> tuple[object, ...]:

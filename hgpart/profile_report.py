@@ -74,8 +74,10 @@ def print_quality(prof: Profile, *, console: Console, min_share: float = 0.02) -
     return q
 
 
-def print_comparison(cmp: ProfileComparison, a: str, b: str, *, console: Console) -> None:
-    """Per-layer work in both profiles and the larger over the smaller; then median, worst, layers over 1.10."""
+def print_comparison(cmp: ProfileComparison, a: str, b: str, *, console: Console,
+                     scale_free: ProfileComparison | None = None) -> None:
+    """Per-layer work in both profiles and the larger over the smaller; then median, worst, layers over 1.10
+    (and the same figures of ``scale_free``, the comparison of the relative weights, when given)."""
     table = Table(title=f"{a} vs {b}: layers of at least {cmp.min_share:.0%} of the step")
     for col, justify in [("layer", "left"), ("A ms", "right"), ("B ms", "right"), ("max/min", "right")]:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -88,3 +90,7 @@ def print_comparison(cmp: ProfileComparison, a: str, b: str, *, console: Console
     console.print(f"{len(cmp.rows)} layers: median max/min {cmp.median:.3f}, worst "
                   f"{f'{worst.ratio:.3f} ({worst.name})' if worst else '-'}, {len(over)} over {COMPARE_LIMIT:.2f}"
                   f"{': ' + ', '.join(r.name for r in over) if over else ''}", highlight=False)
+    if scale_free is not None and scale_free.worst is not None:
+        console.print(f"scale-free (each profile over its sum of layers): median max/min {scale_free.median:.3f}, "
+                      f"worst {scale_free.worst.ratio:.3f} ({scale_free.worst.name}), "
+                      f"{len(scale_free.over(COMPARE_LIMIT))} over {COMPARE_LIMIT:.2f}", highlight=False)

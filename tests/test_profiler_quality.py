@@ -21,7 +21,7 @@ from rich.console import Console
 from hgpart.errors import HgpartError
 from hgpart.models import load_graph
 from hgpart.profile import Profile, ProfileQuality, ProfileSetup, analytic_profile, default_profile_path
-from hgpart.profile_compare import compare_profiles, shape_twin_ratio
+from hgpart.profile_compare import compare_profiles, ratios_across, shape_twin_ratio
 from hgpart.profile_report import QualitySummary, print_quality
 from hgpart.timing import SampleSet, Statistic, t_quantile
 
@@ -95,10 +95,22 @@ def test_compare_ratios_median_worst_and_layers_over_limit(capsys: pytest.Captur
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "7 layers: median max/min 1.000, worst 2.000 (fc1), 2 over 1.10: block1_conv2, fc1" in " ".join(out.split())
+    assert "scale-free (each profile over its sum of layers)" in out
     c = _measured(WORK, batch=8).save(tmp_path / "c.json")
     with pytest.raises(SystemExit) as exc:
         main(["profile", "--compare", str(a), str(c)])
     assert exc.value.code == 2 and "batch sizes 32 and 8" in capsys.readouterr().err
+
+
+def test_scale_free_comparison_ignores_a_uniformly_slower_run() -> None:
+    slower = {k: 1.2 * v for k, v in WORK.items()}  # every layer 20 % slower: the relative weights are the same
+    assert compare_profiles(_measured(WORK), _measured(slower)).median == pytest.approx(1.2)
+    free = compare_profiles(_measured(WORK), _measured(slower), scale_free=True)
+    assert free.median == pytest.approx(1.0) and free.worst is not None and free.worst.ratio == pytest.approx(1.0)
+    # across three runs each layer's worst pair counts: block1_conv2 is 10, 12 and 9 ms -> 12/9
+    runs = [_measured(WORK), _measured(dict(WORK, block1_conv2=12.0)), _measured(dict(WORK, block1_conv2=9.0))]
+    across = ratios_across(runs)
+    assert across["block1_conv2"] == pytest.approx(12 / 9) and across["fc1"] == pytest.approx(1.0)
 
 
 def test_quality_summary_counts_layers_over_target_twins_and_step_ratio() -> None:

@@ -147,5 +147,7 @@ def _compare(a: Path, b: Path, *, min_share: float) -> None:
     from hgpart.profile_compare import compare_profiles
     from hgpart.profile_report import print_comparison
 
-    cmp = compare_profiles(Profile.load(a), Profile.load(b), min_share=min_share)
-    print_comparison(cmp, str(a), str(b), console=Console())
+    pa, pb = Profile.load(a), Profile.load(b)
+    cmp = compare_profiles(pa, pb, min_share=min_share)
+    free = compare_profiles(pa, pb, min_share=min_share, scale_free=True)
+    print_comparison(cmp, str(a), str(b), console=Console(), scale_free=free)
