@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import logging
 import math
 import os
 import platform
@@ -309,6 +310,16 @@ class _Rounds:
         self.rounds = 0
 
     def prepare(self, bar: _RoundBar) -> None:
+        """Trace and warm up every item; TensorFlow's warning that many functions were traced is expected here."""
+        logger = logging.getLogger("tensorflow")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            self._prepare(bar)
+        finally:
+            logger.setLevel(level)
+
+    def _prepare(self, bar: _RoundBar) -> None:
         layers = [layer for layer in self.graph.layers if layer.kind != "input"]
         bar.phase("warming up", len(layers) + int(self.opts.whole_step))
         for layer in layers:
