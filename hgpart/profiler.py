@@ -83,13 +83,14 @@ def pin_cores(cores: int) -> tuple[int, ...]:
 
     This is how a local runtime worker runs (its own cores, intra-op threads =
     its core count), so a profile made after it is that worker's profile.
+    The last cores are taken: pinned local workers fill the first cores.
     Returns the cores pinned to.
     """
     allowed = sorted(os.sched_getaffinity(0))
     if cores < 1 or cores > len(allowed):
         raise HgpartError(f"cannot pin to {cores} core(s): this process may use {len(allowed)} ({allowed})",
                           where="--cores", fix=f"pass --cores between 1 and {len(allowed)}")
-    chosen = tuple(allowed[:cores])
+    chosen = tuple(allowed[-cores:])
     os.sched_setaffinity(0, set(chosen))
     configure_threads(cores)
     return chosen
@@ -144,7 +145,7 @@ class MeasureOptions:
     min_rounds: int = 5
     max_rounds: int = 15
     target: float = SPREAD_TARGET
-    warmup: int = 2
+    warmup: int = 1
     whole_step: bool = True
     seed: int = 0
 

@@ -79,7 +79,7 @@ def profile(
                               "processes take is not counted) or wall"),
     statistic: str = typer.Option("low_half", "--statistic", help="low_half (mean of the lower half of the "
                                   "samples), min or median"),
-    warmup: int = typer.Option(2, "--warmup", help="untimed calls per layer before timing"),
+    warmup: int = typer.Option(1, "--warmup", help="untimed calls per layer before timing (the first traces)"),
     analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of timing (no measurement)"),
     out: Path | None = typer.Option(None, "--out", "-o", help="output (default profiles/<model>_<input>_b<B>.json, "
                                     "..._b<B>_c<N>.json with --cores N)"),
