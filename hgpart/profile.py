@@ -91,6 +91,8 @@ class ProfileSetup:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> ProfileSetup:
+        if not isinstance(d, dict):
+            raise TypeError(f"setup is a {type(d).__name__}, not an object")
         return ProfileSetup(
             cores=int(d["cores"]), pinned=bool(d.get("pinned", False)),
             affinity=tuple(int(c) for c in d.get("affinity", ())),
@@ -137,6 +139,9 @@ class ProfileQuality:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> ProfileQuality:
+        if not isinstance(d, dict):
+            raise TypeError(f"quality is a {type(d).__name__}, not an object")
+
         def opt(key: str) -> float | None:
             return None if d.get(key) is None else float(d[key])
 

@@ -63,6 +63,19 @@ def test_round_trip_keeps_setup_quality_and_spreads(tmp_path: Path) -> None:
     assert "spread" not in raw["layers"][0] and raw["setup"]["cores"] == 1
 
 
+@pytest.mark.parametrize("field", ["setup", "quality"])
+def test_malformed_setup_or_quality_is_a_one_line_error(tmp_path: Path, field: str) -> None:
+    raw = _measured(WORK, step_ms=42.0).to_dict()
+    for bad in ([1, 2], {"cores": "many"}, "x"):
+        if field == "quality" and isinstance(bad, dict):
+            bad = {"step_ms": "slow"}
+        raw[field] = bad
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(raw))
+        with pytest.raises(HgpartError, match="malformed profile"):
+            Profile.load(path)
+
+
 def test_old_profile_files_load_with_the_setup_they_were_made_with() -> None:
     path = ROOT / "profiles" / "resnet18_32_b32.json"
     raw = json.loads(path.read_text())
