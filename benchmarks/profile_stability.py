@@ -5,6 +5,7 @@ Run::
     python benchmarks/profile_stability.py                          # pinned one-core profiles (a local worker's)
     python benchmarks/profile_stability.py --cores 0 --runs 3       # unpinned, every core
     python benchmarks/profile_stability.py --models resnet18:32 --repeats 5 --max-rounds 12
+    python benchmarks/profile_stability.py --report-only              # the figures of the profiles in --out-dir
 
 Every profile is ``hgpart profile`` in its own process, one after the other, with the profiler's defaults
 unless options say otherwise. Printed per model, for layers of at least 2 % of the sum of layers: the
@@ -83,7 +84,8 @@ def report(model: str, runs: list[Run]) -> None:
         rounds = r.profile.quality.rounds if r.profile.quality else 0
         print(f"  run {k}: {r.seconds:6.1f} s, {rounds} rounds, sum of layers {r.profile.layer_sum_ms:9.1f} ms, "
               f"whole step {r.profile.quality.step_ms if r.profile.quality else float('nan'):9.1f} ms, "
-              f"{len(q.above_target)} of {q.timed} layers above the spread target, load after {r.load_end:.2f}")
+              f"{len(q.above_target)} of {q.timed} layers above the spread target "
+              f"({len(q.above_target_significant)} of them >= {MIN_SHARE:.0%}), load after {r.load_end:.2f}")
     print(f"  per-layer max/min across runs: {_runs_line(profs, False)}")
     print(f"  the same, scale-free (each run over its sum of layers): {_runs_line(profs, True)}")
     print(f"  identical-shape layers within one profile: worst {twin:.3f}"
@@ -102,7 +104,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-rounds", type=int, default=0, help="hgpart profile --max-rounds (0: its default)")
     ap.add_argument("--out-dir", type=Path, default=Path("benchmarks/results/profile_stability"))
+    ap.add_argument("--report-only", action="store_true", help="measure nothing: report the profiles in --out-dir")
     args = ap.parse_args()
+    if args.report_only:
+        for pair in args.models.split(","):
+            model, size = pair.split(":")
+            files = sorted(args.out_dir.glob(f"{model}_{size}_run*.json"))
+            if files:
+                report(f"{model} {size}", [Run(Profile.load(f), float("nan"), float("nan")) for f in files])
+        return
     args.out_dir.mkdir(parents=True, exist_ok=True)
     print(f"profile stability: {args.runs} back-to-back runs, cores {args.cores or 'all (unpinned)'}, "
           f"batch {args.batch_size}, repeats {args.repeats}, max rounds {args.max_rounds or 'default'}")

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hgpart.profile import Profile
-from hgpart.profile_compare import ProfileComparison, shape_twin_ratio
+from hgpart.profile_compare import ProfileComparison, shape_twin_ratio, significant_layers
 
 __all__ = ["QualitySummary", "print_comparison", "print_quality", "STEP_TOLERANCE", "COMPARE_LIMIT"]
 
@@ -34,6 +34,7 @@ class QualitySummary:
 
     timed: int
     above_target: list[str]
+    above_target_significant: list[str]  # those of at least ``min_share`` of the sum of layers
     worst_layer: str | None
     worst_spread: float | None
     twin_ratio: float
@@ -47,8 +48,10 @@ class QualitySummary:
         worst = max(spreads, key=lambda n: spreads[n] or 0.0) if spreads else None
         twin, pair = shape_twin_ratio(prof, min_share=min_share)
         step = prof.quality.step_ms if prof.quality else None
+        above = [n for n, s in spreads.items() if s is not None and s > target]
+        significant = set(significant_layers(prof, min_share))
         return QualitySummary(
-            timed=len(spreads), above_target=[n for n, s in spreads.items() if s is not None and s > target],
+            timed=len(spreads), above_target=above, above_target_significant=[n for n in above if n in significant],
             worst_layer=worst, worst_spread=spreads[worst] if worst else None, twin_ratio=twin, twin_pair=pair,
             step_ratio=prof.layer_sum_ms / step if step else None)
 
@@ -62,7 +65,8 @@ def print_quality(prof: Profile, *, console: Console, min_share: float = 0.02) -
         console.print("spread: not recorded (a profile made before spreads were recorded)", highlight=False)
     else:
         rounds = f" after {prof.quality.rounds} rounds" if prof.quality else ""
-        console.print(f"spread: {len(q.above_target)} of {q.timed} timed layers above the {target:.0%} target{rounds}; "
+        console.print(f"spread: {len(q.above_target)} of {q.timed} timed layers above the {target:.0%} target{rounds} "
+                      f"({len(q.above_target_significant)} of them >= {min_share:.0%} of the step); "
                       f"worst {q.worst_layer} +-{(q.worst_spread or 0.0):.1%}", highlight=False)
     if q.twin_pair is not None:
         console.print(f"identical-shape layers (>= {min_share:.0%} of the step): worst max/min {q.twin_ratio:.3f} "

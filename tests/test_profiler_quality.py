@@ -133,12 +133,15 @@ def test_quality_summary_counts_layers_over_target_twins_and_step_ratio() -> Non
     prof.layers[idx["fc1"]] = replace(prof.layers[idx["fc1"]], spread=0.12)
     q = QualitySummary.of(prof, min_share=0.0)
     assert q.timed == 7 and sorted(q.above_target) == ["block1_conv2", "fc1"]
+    # fc1 is 2 of the 40 ms: 5 % of the sum of layers
+    assert sorted(QualitySummary.of(prof, min_share=0.06).above_target_significant) == ["block1_conv2"]
     assert q.worst_layer == "fc1" and q.worst_spread == pytest.approx(0.12)
     assert q.step_ratio == pytest.approx(40.0 / 50.0)
     console = Console(record=True, width=200)
     print_quality(prof, console=console, min_share=0.0)
     text = console.export_text()
-    assert "2 of 7 timed layers above the 5% target after 7 rounds; worst fc1 +-12.0%" in text
+    assert "2 of 7 timed layers above the 5% target after 7 rounds (2 of them >= 0% of the step); worst fc1 +-12.0%" \
+        in text
     assert "sum of layers 40.0 ms / whole training step 50.0 ms = 0.800 (NOT within 15%)" in text
     assert "1 core(s) pinned to cores 0" in text and "low_half process_cpu time" in text
 
