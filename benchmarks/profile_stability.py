@@ -63,8 +63,8 @@ def _verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def _runs_line(profs: list[Profile], scale_free: bool) -> str:
-    ratios = ratios_across(profs, min_share=MIN_SHARE, scale_free=scale_free)
+def _runs_line(profs: list[Profile], scale_free: bool, share: float) -> str:
+    ratios = ratios_across(profs, min_share=share, scale_free=scale_free)
     med, worst = statistics.median(ratios.values()), max(ratios.values())
     name = max(ratios, key=ratios.__getitem__)
     return (f"median {med:.3f} ({_verdict(med <= TARGET_MEDIAN)} <= {TARGET_MEDIAN}), worst {worst:.3f} {name} "
@@ -72,22 +72,22 @@ def _runs_line(profs: list[Profile], scale_free: bool) -> str:
             f" of {len(ratios)} layers over {TARGET_MEDIAN}")
 
 
-def report(model: str, runs: list[Run]) -> None:
+def report(model: str, runs: list[Run], share: float = MIN_SHARE) -> None:
     profs = [r.profile for r in runs]
-    twin, pair = max((shape_twin_ratio(p, min_share=MIN_SHARE) for p in profs), key=lambda t: t[0])
+    twin, pair = max((shape_twin_ratio(p, min_share=share) for p in profs), key=lambda t: t[0])
     steps = [p.quality.step_ms for p in profs if p.quality and p.quality.step_ms]
     ratios = [p.layer_sum_ms / p.quality.step_ms for p in profs if p.quality and p.quality.step_ms]
     far = max(ratios, key=lambda r: abs(r - 1.0)) if ratios else float("nan")
-    print(f"\n{model}: layers of at least {MIN_SHARE:.0%} of the step; setup {profs[0].setup.describe()}")
+    print(f"\n{model}: layers of at least {share:.1%} of the step; setup {profs[0].setup.describe()}")
     for k, r in enumerate(runs, 1):
-        q = QualitySummary.of(r.profile)
+        q = QualitySummary.of(r.profile, min_share=share)
         rounds = r.profile.quality.rounds if r.profile.quality else 0
         print(f"  run {k}: {r.seconds:6.1f} s, {rounds} rounds, sum of layers {r.profile.layer_sum_ms:9.1f} ms, "
               f"whole step {r.profile.quality.step_ms if r.profile.quality else float('nan'):9.1f} ms, "
               f"{len(q.above_target)} of {q.timed} layers above the spread target "
-              f"({len(q.above_target_significant)} of them >= {MIN_SHARE:.0%}), load after {r.load_end:.2f}")
-    print(f"  per-layer max/min across runs: {_runs_line(profs, False)}")
-    print(f"  the same, scale-free (each run over its sum of layers): {_runs_line(profs, True)}")
+              f"({len(q.above_target_significant)} of them >= {share:.1%}), load after {r.load_end:.2f}")
+    print(f"  per-layer max/min across runs: {_runs_line(profs, False, share)}")
+    print(f"  the same, scale-free (each run over its sum of layers): {_runs_line(profs, True, share)}")
     print(f"  identical-shape layers within one profile: worst {twin:.3f}"
           f"{f' ({pair[0]} / {pair[1]})' if pair else ''} ({_verdict(twin <= TARGET_TWINS)} <= {TARGET_TWINS})")
     print(f"  sum of layers / whole step: {', '.join(f'{r:.3f}' for r in ratios)} "
@@ -105,13 +105,15 @@ def main() -> None:
     ap.add_argument("--max-rounds", type=int, default=0, help="hgpart profile --max-rounds (0: its default)")
     ap.add_argument("--out-dir", type=Path, default=Path("benchmarks/results/profile_stability"))
     ap.add_argument("--report-only", action="store_true", help="measure nothing: report the profiles in --out-dir")
+    ap.add_argument("--min-share", type=float, default=MIN_SHARE, help="layers of at least this share of the step")
     args = ap.parse_args()
     if args.report_only:
         for pair in args.models.split(","):
             model, size = pair.split(":")
             files = sorted(args.out_dir.glob(f"{model}_{size}_run*.json"))
             if files:
-                report(f"{model} {size}", [Run(Profile.load(f), float("nan"), float("nan")) for f in files])
+                report(f"{model} {size}", [Run(Profile.load(f), float("nan"), float("nan")) for f in files],
+                       args.min_share)
         return
     args.out_dir.mkdir(parents=True, exist_ok=True)
     print(f"profile stability: {args.runs} back-to-back runs, cores {args.cores or 'all (unpinned)'}, "
@@ -122,7 +124,7 @@ def main() -> None:
         model, size = pair.split(":")
         runs = [profile_once(model, size, args.out_dir / f"{model}_{size}_run{k}.json", args) for k in
                 range(1, args.runs + 1)]
-        report(f"{model} {size}", runs)
+        report(f"{model} {size}", runs, args.min_share)
         sys.stdout.flush()
     print(f"\nload average at end (1/5/15 min): {_load()}; benchmark wall {time.perf_counter() - started:.0f} s")
 
