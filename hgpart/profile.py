@@ -8,9 +8,16 @@ Usage::
 
 A profile is plain data; producing one (timing layers in TensorFlow) lives in
 :mod:`hgpart.profiler`, so reading a profile never imports TensorFlow.
-Measured profiles give work in milliseconds (forward + backward, median of
-repeats); analytic ones give work in MFLOP (forward FLOPs x 3 for forward plus
-backward, times the batch size).
+Measured profiles give work in milliseconds (forward + backward); analytic ones
+give work in MFLOP (forward FLOPs x 3 for forward plus backward, times the
+batch size).
+
+A measured profile is the cost on one kind of device: :class:`ProfileSetup`
+records the cores, thread pools, pinning and timing method it was made with
+(files written before it existed get the defaults they were made with), and
+:class:`ProfileQuality` how well it is pinned down: each layer's spread, and
+the sum of the layers against a measured whole training step.
+:mod:`hgpart.profile_compare` puts profiles side by side.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from hgpart.errors import HgpartError
 from hgpart.fileio import read_json, write_json
 from hgpart.layergraph import LayerGraph
 
-__all__ = ["LayerCost", "Profile", "PROFILE_FORMAT", "analytic_profile", "default_profile_path"]
+__all__ = ["LayerCost", "Profile", "ProfileSetup", "ProfileQuality", "PROFILE_FORMAT", "SPREAD_TARGET",
+           "analytic_profile", "default_profile_path"]
 
 PROFILE_FORMAT = "hgpart.profile/1"
 MODES = ("measured", "analytic")
@@ -32,6 +40,7 @@ MODES = ("measured", "analytic")
 MAX_MS = 1e12
 MAX_COUNT = 2**62
 BACKWARD_FLOP_FACTOR = 2.0  # backward costs about twice the forward pass (input + weight gradients)
+SPREAD_TARGET = 0.05  # a layer's relative 95 % confidence half-width the profiler aims for
 
 
 @dataclass
@@ -44,10 +53,105 @@ class LayerCost:
     flops: int
     params: int
     activation_bytes: int
+    spread: float | None = None  # relative 95 % confidence half-width of forward+backward (None: not recorded)
+    samples: int | None = None  # timed forward+backward samples taken (None: not recorded)
 
     @property
     def total_ms(self) -> float:
         return self.forward_ms + self.backward_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: v for k, v in d.items() if v is not None or k not in ("spread", "samples")}
+
+
+@dataclass(frozen=True)
+class ProfileSetup:
+    """The device a measured profile stands for and how it was timed.
+
+    ``cores`` is the number of CPU cores the process could run on, ``pinned``
+    whether it was pinned to them (as a local runtime worker is), the thread
+    counts those of TensorFlow's pools (0: TensorFlow's default, one per
+    core). ``clock`` is ``wall`` or ``process_cpu``; ``statistic`` how the
+    samples of a layer became its cost (``median``, ``min``, ``low_half``);
+    ``interleaved`` whether samples were taken in rounds over all layers.
+    """
+
+    cores: int
+    pinned: bool = False
+    affinity: tuple[int, ...] = ()
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    clock: str = "wall"
+    statistic: str = "median"
+    interleaved: bool = False
+    min_rounds: int = 0
+    max_rounds: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["affinity"] = list(self.affinity)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ProfileSetup:
+        if not isinstance(d, dict):
+            raise TypeError(f"setup is a {type(d).__name__}, not an object")
+        return ProfileSetup(
+            cores=int(d["cores"]), pinned=bool(d.get("pinned", False)),
+            affinity=tuple(int(c) for c in d.get("affinity", ())),
+            intra_op_threads=int(d.get("intra_op_threads", 0)), inter_op_threads=int(d.get("inter_op_threads", 0)),
+            clock=str(d.get("clock", "wall")), statistic=str(d.get("statistic", "median")),
+            interleaved=bool(d.get("interleaved", False)), min_rounds=int(d.get("min_rounds", 0)),
+            max_rounds=int(d.get("max_rounds", 0)),
+        )
+
+    @staticmethod
+    def inferred(machine: dict[str, Any], repeats: int) -> ProfileSetup:
+        """What a profile written before setups were recorded was made with: every core, median wall time."""
+        cores = int(machine.get("usable_cores") or machine.get("logical_cores") or 0)
+        return ProfileSetup(cores=cores, intra_op_threads=int(machine.get("intra_op_threads") or 0),
+                            inter_op_threads=int(machine.get("inter_op_threads") or 0),
+                            min_rounds=repeats, max_rounds=repeats)
+
+    def describe(self) -> str:
+        pin = f"pinned to cores {','.join(map(str, self.affinity))}" if self.pinned else "unpinned"
+        threads = "/".join(str(t) if t else "default" for t in (self.intra_op_threads, self.inter_op_threads))
+        order = "interleaved rounds" if self.interleaved else "layer by layer"
+        timing = f"{self.statistic} {self.clock} time"
+        return f"{self.cores} core(s) {pin}, intra/inter-op threads {threads}, {timing}, {order}"
+
+
+@dataclass(frozen=True)
+class ProfileQuality:
+    """How well a measured profile is pinned down.
+
+    ``step_ms`` is one measured training step of the whole model (forward,
+    backward and an SGD update) at the profile's batch size, with the same
+    threads, clock and statistic as the layers; ``step_spread`` its relative
+    confidence half-width. ``rounds`` is the number of sampling rounds taken.
+    """
+
+    step_ms: float | None = None
+    step_spread: float | None = None
+    target: float = SPREAD_TARGET
+    rounds: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ProfileQuality:
+        if not isinstance(d, dict):
+            raise TypeError(f"quality is a {type(d).__name__}, not an object")
+
+        def opt(key: str) -> float | None:
+            return None if d.get(key) is None else float(d[key])
+
+        return ProfileQuality(step_ms=opt("step_ms"), step_spread=opt("step_spread"),
+                              target=float(d.get("target", SPREAD_TARGET)), rounds=int(d.get("rounds", 0)),
+                              seconds=float(d.get("seconds", 0.0)))
 
 
 @dataclass
@@ -64,6 +168,17 @@ class Profile:
     created: str = ""
     repeats: int = 0
     graph: dict[str, Any] | None = None  # the LayerGraph dict it was made for (optional, for downstream checks)
+    recorded_setup: ProfileSetup | None = None  # None: a file written before setups were recorded
+    quality: ProfileQuality | None = None
+
+    @property
+    def setup(self) -> ProfileSetup:
+        """The recorded setup, or the one an older file was made with."""
+        return self.recorded_setup or ProfileSetup.inferred(self.machine, self.repeats)
+
+    @property
+    def layer_sum_ms(self) -> float:
+        return float(sum(c.total_ms for c in self.layers))
 
     @property
     def work_unit(self) -> str:
@@ -108,7 +223,9 @@ class Profile:
             "created": self.created,
             "repeats": self.repeats,
             "machine": self.machine,
-            "layers": [asdict(c) for c in self.layers],
+            **({"setup": self.recorded_setup.to_dict()} if self.recorded_setup is not None else {}),
+            **({"quality": self.quality.to_dict()} if self.quality is not None else {}),
+            "layers": [c.to_dict() for c in self.layers],
             **({"graph": self.graph} if self.graph is not None else {}),
         }
 
@@ -135,6 +252,8 @@ class Profile:
                 created=str(d.get("created", "")),
                 repeats=_count(d.get("repeats", 0), "repeats", low=0),
                 graph=d.get("graph") if isinstance(d.get("graph"), dict) else None,
+                recorded_setup=ProfileSetup.from_dict(d["setup"]) if d.get("setup") is not None else None,
+                quality=ProfileQuality.from_dict(d["quality"]) if d.get("quality") is not None else None,
             )
         except KeyError as exc:
             raise HgpartError(f"malformed profile (no {exc} entry)", where=where, fix="regenerate it") from None
@@ -155,9 +274,11 @@ class Profile:
         return Profile.from_dict(read_json(path, what="profile"), where=str(path))
 
 
-def default_profile_path(graph: LayerGraph, batch_size: int, folder: str | Path = "profiles") -> Path:
-    """``profiles/<model>_<input>_b<batch>.json``."""
-    return Path(folder) / f"{graph.name}_{graph.input_tag}_b{batch_size}.json"
+def default_profile_path(graph: LayerGraph, batch_size: int, folder: str | Path = "profiles", *,
+                         cores: int | None = None) -> Path:
+    """``profiles/<model>_<input>_b<batch>.json``, or ``..._b<batch>_c<cores>.json`` for a pinned profile."""
+    suffix = f"_c{cores}" if cores is not None else ""
+    return Path(folder) / f"{graph.name}_{graph.input_tag}_b{batch_size}{suffix}.json"
 
 
 def analytic_profile(graph: LayerGraph, batch_size: int) -> Profile:
@@ -223,4 +344,6 @@ def _layer_cost(c: Any, i: int) -> LayerCost:
                      backward_ms=_ms(c["backward_ms"], f"{key}.backward_ms"),
                      flops=_count(c["flops"], f"{key}.flops", low=0),
                      params=_count(c["params"], f"{key}.params", low=0),
-                     activation_bytes=_count(c["activation_bytes"], f"{key}.activation_bytes", low=0))
+                     activation_bytes=_count(c["activation_bytes"], f"{key}.activation_bytes", low=0),
+                     spread=None if c.get("spread") is None else _ms(c["spread"], f"{key}.spread"),
+                     samples=None if c.get("samples") is None else _count(c["samples"], f"{key}.samples", low=0))

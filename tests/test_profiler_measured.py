@@ -14,11 +14,13 @@ from hgpart.errors import HgpartError
 from hgpart.layergraph import LayerGraph
 from hgpart.models import load_graph
 from hgpart.profile import Profile, analytic_profile, default_profile_path
-from hgpart.profiler import machine_info, profile_model
+from hgpart.profiler import MeasureOptions, machine_info, profile_model
+
+QUICK = MeasureOptions(min_rounds=2, max_rounds=3, warmup=1)
 
 
 def test_measured_profile_minivgg(tmp_path) -> None:
-    prof = profile_model("minivgg", batch_size=4, repeats=1, warmup=1, progress=False)
+    prof = profile_model("minivgg", batch_size=4, options=QUICK, progress=False)
     graph = load_graph("minivgg")
     prof.check(graph)
     assert prof.mode == "measured" and prof.work_unit == "ms" and prof.batch_size == 4
@@ -34,6 +36,13 @@ def test_measured_profile_minivgg(tmp_path) -> None:
     convs = [c for c in prof.layers if c.name.endswith(("conv1", "conv2"))]
     assert sum(c.backward_ms for c in convs) > 0
     assert prof.machine["cpu_model"] and prof.machine["tensorflow"] and prof.machine["usable_cores"] >= 1
+    # the setup and quality are recorded: every timed layer has a spread and 2..3 samples, a whole step was timed
+    assert prof.recorded_setup is not None and prof.setup.interleaved and prof.setup.clock == "process_cpu"
+    assert prof.setup.cores == prof.machine["usable_cores"] and (prof.setup.min_rounds, prof.setup.max_rounds) == (2, 3)
+    timed = [c for c, x in zip(prof.layers, graph.layers, strict=True) if x.kind != "input"]
+    assert all(c.spread is not None and c.spread >= 0 and c.samples in (2, 3) for c in timed)
+    assert prof.quality is not None and prof.quality.step_ms and prof.quality.step_ms > 0
+    assert 2 <= prof.quality.rounds <= 3
     # saved and loaded, with the embedded graph that downstream tools can check against
     path = prof.save(default_profile_path(graph, 4, folder=tmp_path))
     assert path.name == "minivgg_32_b4.json"
@@ -41,12 +50,15 @@ def test_measured_profile_minivgg(tmp_path) -> None:
     assert loaded.graph is not None
     assert LayerGraph.from_dict(loaded.graph).fingerprint() == graph.fingerprint() == loaded.fingerprint
     assert loaded.work() == pytest.approx(prof.work())
+    assert loaded.setup == prof.setup and loaded.quality == prof.quality
 
 
 def test_branching_layers_get_one_tensor_per_input() -> None:
-    prof = profile_model("minires", batch_size=2, repeats=1, warmup=0, progress=False)
+    prof = profile_model("minires", batch_size=2, options=MeasureOptions(min_rounds=1, max_rounds=1, warmup=0,
+                                                                         whole_step=False), progress=False)
     costs = {c.name: c for c in prof.layers}
     assert costs["res_add"].forward_ms > 0 and costs["mix_concat"].forward_ms > 0
+    assert prof.quality is not None and prof.quality.step_ms is None and prof.quality.rounds == 1
 
 
 def test_mismatching_profile_is_refused(tmp_path) -> None:
@@ -75,12 +87,15 @@ def test_cli_profile_and_info(tmp_path, capsys) -> None:
 
     out = tmp_path / "prof.json"
     with pytest.raises(SystemExit) as exc:
-        main(["profile", "--model", "lenet5", "--batch-size", "2", "--repeats", "1", "--warmup", "0",
-              "--out", str(out)])
+        main(["profile", "--model", "lenet5", "--batch-size", "2", "--repeats", "1", "--max-rounds", "2",
+              "--warmup", "0", "--out", str(out)])
     assert exc.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "timed layers above the 5% target" in printed and "/ whole training step" in printed
     data = json.loads(out.read_text())
     assert data["format"] == "hgpart.profile/1" and data["model"] == "lenet5" and data["mode"] == "measured"
     assert data["graph"]["fingerprint"] == data["fingerprint"]
+    assert data["setup"]["max_rounds"] == 2 and data["quality"]["step_ms"] > 0
     with pytest.raises(SystemExit) as exc:
         main(["info", "--model", "minires"])
     assert exc.value.code == 0

@@ -5,6 +5,8 @@ Usage::
     hgpart info --model vgg16 --input 224
     hgpart profile --model vgg16 --input 224 --batch-size 32          # measured
     hgpart profile --model minivgg --input 32 --batch-size 32 --analytic
+    hgpart profile --model resnet18 --input 32 --cores 1     # a one-core worker: profiles/resnet18_32_b32_c1.json
+    hgpart profile --compare profiles/a.json profiles/b.json
 
 TensorFlow is imported only when a command runs, so the CLI starts quickly.
 """
@@ -73,13 +75,13 @@ def _graph_and_model(model: str, input: str | None, classes: int | None) -> tupl
     return layer_graph_from_keras(keras_model, name=model_name(model)), keras_model
 
 
-def _measure(graph: Any, keras_model: Any, *, batch_size: int, repeats: int, warmup: int, analytic: bool) -> Any:
+def _measure(graph: Any, keras_model: Any, *, batch_size: int, options: Any, analytic: bool) -> Any:
     """The measured profile, or the analytic one (FLOP counts) with the graph and machine recorded."""
     from hgpart.profile import analytic_profile
     from hgpart.profiler import machine_info, measure_profile
 
     if not analytic:
-        return measure_profile(keras_model, graph, batch_size=batch_size, repeats=repeats, warmup=warmup)
+        return measure_profile(keras_model, graph, batch_size=batch_size, options=options)
     prof = analytic_profile(graph, batch_size)
     prof.graph = graph.to_dict()
     prof.machine = machine_info()
@@ -88,15 +90,29 @@ def _measure(graph: Any, keras_model: Any, *, batch_size: int, repeats: int, war
 
 @app.command()
 def profile(
-    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    model: str | None = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     input: str | None = typer.Option(None, "--input", "-i", help=INPUT_HELP),
     classes: int | None = typer.Option(None, "--classes", help="number of classes (default: the model's own)"),
     batch_size: int = typer.Option(32, "--batch-size", "-b", help="batch size B"),
-    repeats: int = typer.Option(5, "--repeats", help="timed repeats per layer (the median is kept)"),
-    warmup: int = typer.Option(2, "--warmup", help="untimed calls per layer before timing"),
+    repeats: int = typer.Option(5, "--repeats", help="sampling rounds at least (every layer is sampled once a round)"),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", help="rounds at most, for layers above the "
+                                          "--target spread (default 3 x --repeats)"),
+    target: float = typer.Option(0.05, "--target", help="relative 95 % confidence half-width a layer is sampled to"),
+    clock: str = typer.Option("process_cpu", "--clock", help="process_cpu (CPU time of the process: time other "
+                              "processes take is not counted) or wall"),
+    statistic: str = typer.Option("low_half", "--statistic", help="low_half (mean of the lower half of the "
+                                  "samples), min or median"),
+    warmup: int = typer.Option(1, "--warmup", help="untimed calls per layer before timing (the first traces)"),
     analytic: bool = typer.Option(False, "--analytic", help="FLOP counts instead of timing (no measurement)"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="output (default profiles/<model>_<input>_b<B>.json)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="output (default profiles/<model>_<input>_b<B>.json, "
+                                    "..._b<B>_c<N>.json with --cores N)"),
     threads: int | None = typer.Option(None, "--threads", help="TensorFlow intra/inter-op threads (default: TF's)"),
+    cores: int | None = typer.Option(None, "--cores", help="pin to N cores with N intra-op threads, as a local "
+                                     "worker with N cores runs (the profile `partition --cores N` reads)"),
+    compare: tuple[Path, Path] | None = typer.Option(None, "--compare", help="print per-layer ratios between two "
+                                                     "profile files P1 P2 (nothing is measured)"),
+    min_share: float = typer.Option(0.02, "--min-share", help="with --compare: layers of at least this share of "
+                                    "the step"),
 ) -> None:
     """Measure each layer's forward and backward time (or count FLOPs) and write a profile file."""
     from rich.console import Console
@@ -105,20 +121,35 @@ def profile(
     from hgpart.errors import HgpartError
     from hgpart.fileio import check_writable
     from hgpart.profile import default_profile_path
-    from hgpart.profiler import configure_threads
+    from hgpart.profile_report import print_quality
+    from hgpart.profiler import configure_threads, options_from, pin_cores
 
+    if compare:
+        _compare(*compare, min_share=min_share)
+        return
+    if model is None:
+        raise HgpartError("no model to profile", where="hgpart profile", fix="pass --model, or --compare P1 P2")
     if batch_size < 1:
         raise HgpartError(f"batch size must be positive, got {batch_size}", where="--batch-size")
     options.check_at_least_one(repeats, "--repeats")
     options.check_at_least_one(threads, "--threads")
+    options.check_at_least_one(cores, "--cores")
     if warmup < 0:
         raise HgpartError(f"--warmup {warmup} must be >= 0", where="--warmup")
+    if cores is not None and threads is not None:
+        raise HgpartError("--cores and --threads exclude each other", fix="--cores N sets N threads itself")
+    opts = options_from(repeats=repeats, max_rounds=max_rounds, warmup=warmup, target=target, statistic=statistic,
+                        clock=clock)
     path = check_writable(out, what="profile", where="--out") if out is not None else None
-    configure_threads(threads)
+    if cores is not None:
+        pin_cores(cores)
+    else:
+        configure_threads(threads)
     started = time.perf_counter()
     graph, keras_model = _graph_and_model(model, input, classes)
-    path = path or check_writable(default_profile_path(graph, batch_size), what="profile", where="--out")
-    prof = _measure(graph, keras_model, batch_size=batch_size, repeats=repeats, warmup=warmup, analytic=analytic)
+    path = path or check_writable(default_profile_path(graph, batch_size, cores=cores), what="profile",
+                                  where="--out")
+    prof = _measure(graph, keras_model, batch_size=batch_size, options=opts, analytic=analytic)
     prof.save(path)
     wall = time.perf_counter() - started
     console = Console()
@@ -127,10 +158,23 @@ def profile(
         bwd = sum(c.backward_ms for c in prof.layers)
         console.print(
             f"{prof.model} input {list(prof.input_shape)} batch {batch_size}: forward {fwd:,.1f} ms + "
-            f"backward {bwd:,.1f} ms = {fwd + bwd:,.1f} ms per step (sum of layers, median of {repeats})",
-            highlight=False,
-        )
+            f"backward {bwd:,.1f} ms = {fwd + bwd:,.1f} ms per step (sum of layers)", highlight=False)
+        print_quality(prof, console=console)
     else:
         total = sum(prof.work().values())
         console.print(f"{prof.model} batch {batch_size}: analytic work {total:,.1f} MFLOP per step", highlight=False)
     console.print(f"wrote {path}  (fingerprint {prof.fingerprint}, wall {wall:.1f} s)", highlight=False)
+
+
+def _compare(a: Path, b: Path, *, min_share: float) -> None:
+    """``hgpart profile --compare A B``: per-layer ratios, never TensorFlow."""
+    from rich.console import Console
+
+    from hgpart.profile import Profile
+    from hgpart.profile_compare import compare_profiles
+    from hgpart.profile_report import print_comparison
+
+    pa, pb = Profile.load(a), Profile.load(b)
+    cmp = compare_profiles(pa, pb, min_share=min_share)
+    free = compare_profiles(pa, pb, min_share=min_share, scale_free=True)
+    print_comparison(cmp, str(a), str(b), console=Console(), scale_free=free)

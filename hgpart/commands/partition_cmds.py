@@ -53,34 +53,52 @@ GrainOpt = Annotated[str, typer.Option("--grain", "-g", help=GRAIN_HELP)]
 
 def load_inputs(
     model: str, input: str | None, classes: int | None, profile: Path | None, analytic: bool,
-    batch_size: int | None,
+    batch_size: int | None, *, cores: int | None = None,
 ) -> tuple[Any, Any, Path | None]:
-    """(layer graph, profile, profile path or None for analytic) with every mismatch a clear error."""
+    """(layer graph, profile, profile path or None for analytic) with every mismatch a clear error.
+
+    ``cores`` asks for the profile of a device with that many cores (by default
+    ``profiles/<model>_<input>_b<B>_c<cores>.json``, else the unpinned default
+    if it was made on that many) and refuses one made for another core count.
+    """
     from hgpart.models import load_graph, parse_input
-    from hgpart.profile import Profile, analytic_profile, default_profile_path
+    from hgpart.profile import Profile, analytic_profile
 
     if batch_size is not None and batch_size < 1:
         raise HgpartError(f"batch size must be positive, got {batch_size}", where="--batch-size")
-    if analytic and profile is not None:
-        raise HgpartError("--analytic and --profile exclude each other", fix="pass one of them")
+    if analytic and (profile is not None or cores is not None):
+        raise HgpartError(f"--analytic and {'--profile' if profile is not None else '--cores'} exclude each other",
+                          fix="pass one of them")
+    if cores is not None and cores < 1:
+        raise HgpartError(f"--cores {cores} must be >= 1", where="--cores")
     graph = load_graph(model, input_shape=parse_input(input), num_classes=classes)
     if analytic:
         return graph, analytic_profile(graph, batch_size or 32), None
-    path = profile if profile is not None else default_profile_path(graph, batch_size or 32)
+    path = profile if profile is not None else _default_profile(graph, batch_size or 32, cores)
     if not Path(path).is_file():
         b = batch_size or 32
         raise MissingProfileError(
             f"no profile {str(path)!r} for {graph.name} at input {graph.input_tag} batch {b}",
-            fix=f"run `hgpart profile --model {model} --input {graph.input_tag} --batch-size {b}` "
-                "or pass --analytic (FLOP counts) or --profile FILE",
+            fix=f"run `hgpart profile --model {model} --input {graph.input_tag} --batch-size {b}"
+                f"{f' --cores {cores}' if cores else ''}` or pass --analytic (FLOP counts) or --profile FILE",
             path=str(path), model=graph.name, batch_size=b,
         )
     prof = Profile.load(path)
     prof.check(graph, path=str(path))
+    if cores is not None and prof.setup.cores != cores:
+        raise HgpartError(f"profile was made for {prof.setup.cores} core(s), not {cores}", where=str(path),
+                          fix=f"profile with `hgpart profile --cores {cores}` or drop --cores")
     if batch_size is not None and prof.batch_size != batch_size:
         raise HgpartError(f"profile was made at batch size {prof.batch_size}, not {batch_size}", where=str(path),
                           fix="drop --batch-size or profile at that batch size")
     return graph, prof, Path(path)
+
+
+def _default_profile(graph: Any, batch_size: int, cores: int | None) -> Path:
+    from hgpart.profile import default_profile_path
+
+    pinned = default_profile_path(graph, batch_size, cores=cores)
+    return pinned if cores is None or pinned.is_file() else default_profile_path(graph, batch_size)
 
 
 def _build(graph: Any, prof: Any, grain: str, group: int, channel_group: int) -> Any:
@@ -264,6 +282,8 @@ def partition_cmd(
     channel_group: int = typer.Option(1, "--channel-group", help="input channels per fine-grain vertex"),
     time_limit: float | None = typer.Option(None, "--time-limit", help="seconds before the backend is stopped"),
     threads: int | None = typer.Option(None, "--threads", help="Mt-KaHyPar threads (default 2)"),
+    cores: int | None = typer.Option(None, "--cores", help="use the profile of a device with N cores "
+                                     "(profiles/..._b<B>_c<N>.json, made by `hgpart profile --cores N`)"),
     out: Path | None = typer.Option(None, "--out", "-o",
                                     help="placement file (default partitions/<model>_<grain>_k<K>.json; the "
                                     "baseline backends add their name, e.g. <model>_layerwise_k<K>.json)"),
@@ -272,7 +292,6 @@ def partition_cmd(
     bound_time_limit: float = typer.Option(30.0, "--bound-time-limit", help="seconds for the lower-bound program"),
 ) -> None:
     """Partition the hypergraph into K parts, write the placement file, print the metrics."""
-
     from rich.console import Console
 
     from hgpart.fileio import check_writable
@@ -287,7 +306,8 @@ def partition_cmd(
     method = options.method_of_backend(backend)
     path = check_writable(out or default_placement_path(model_name(model), grain, k, method=method),
                           what="placement file", where="--out")
-    graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size)
+    options.check_at_least_one(cores, "--cores")
+    graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size, cores=cores)
     hg = _build(graph, prof, grain, group, channel_group)
     c = Console()
     doing = f"partitioning into {k} with {backend}..." if k > 1 else "K = 1: no partitioning needed"
