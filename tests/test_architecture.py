@@ -26,7 +26,8 @@ PACKAGES = {"hgpart": "hgpart", "runtime": "hgpart.runtime"}
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("hgpart.errors", "hgpart.fileio", "hgpart.notes", "hgpart.quiet")),
     ("frontend", ("hgpart.layergraph", "hgpart.zoo", "hgpart.frontend", "hgpart.models")),
-    ("profile", ("hgpart.profile", "hgpart.profiler")),
+    ("profile", ("hgpart.profile", "hgpart.profiler", "hgpart.profile_compare", "hgpart.profile_report",
+                 "hgpart.timing")),
     ("hypergraph", ("hgpart.hypergraph", "hgpart.metrics", "hgpart.tables")),
     ("partitioners", ("hgpart.partitioners", "hgpart.formats")),
     ("placement", ("hgpart.placement",)),
@@ -43,14 +44,6 @@ RUNTIME_GATEWAYS = {
     "hgpart.commands.train_cmds",
     "hgpart.commands.quickstart_cmds",
     "hgpart.commands.compare_cmds",  # compare-run opens the devices before TensorFlow starts
-}
-
-#: KNOWN CYCLES BEING REMOVED on other branches (partitioners/base.py; DeviceSet holding its cluster). Each entry is
-#: one import edge left out of the cycle check until then; delete this list once they are merged.
-KNOWN_CYCLE_EDGES: set[tuple[str, str]] = {
-    *((f"hgpart.partitioners.{name}", "hgpart.partitioners") for name in (
-        "auto", "block", "exact", "horizontal", "incremental", "kahypar_backend", "layerwise", "mtkahypar_backend",
-        "_subprocess")),
 }
 
 
@@ -143,10 +136,10 @@ def rule_violations(graph: Mapping[str, Iterable[str]]) -> list[str]:
     return out
 
 
-def cycles(graph: Mapping[str, Iterable[str]], ignore: set[tuple[str, str]] = frozenset()) -> list[list[str]]:
-    """Rule 4: the import cycles (each a list of modules), leaving out the ``ignore`` edges."""
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Rule 4: the import cycles (each a list of modules)."""
     g = nx.DiGraph()
-    g.add_edges_from((a, b) for a, bs in graph.items() for b in bs if (a, b) not in ignore)
+    g.add_edges_from((a, b) for a, bs in graph.items() for b in bs)
     return [sorted(c) for c in nx.simple_cycles(g)]
 
 
@@ -156,14 +149,7 @@ def test_every_module_is_in_a_stage_and_imports_by_the_rules() -> None:
 
 
 def test_no_import_cycle() -> None:
-    assert cycles(import_graph(), KNOWN_CYCLE_EDGES) == []
-
-
-def test_known_cycle_edges_still_exist() -> None:
-    """An allow-listed edge that is gone must leave the list, so the list only shrinks."""
-    graph = import_graph()
-    gone = sorted(e for e in KNOWN_CYCLE_EDGES if e[1] not in graph.get(e[0], set()))
-    assert gone == [], f"these imports are gone: delete them from KNOWN_CYCLE_EDGES: {gone}"
+    assert cycles(import_graph()) == []
 
 
 # the checker itself: each rule catches what it is for
