@@ -177,7 +177,7 @@ def measure_profile(
             f"batch size and repeats must be >= 1 and warm-up >= 0 (got {batch_size}, {repeats}, {warmup})",
             where="hgpart profile",
         )
-    timed = [layer for layer in graph.layers if layer.kind != "input"]
+    timed = [layer for layer in graph.layers if layer.inputs]  # every layer but the input
     load_at_start = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     results: dict[str, tuple[float, float]] = {}
 
