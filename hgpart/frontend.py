@@ -65,7 +65,7 @@ from hgpart.layergraph import Layer, LayerGraph
 __all__ = ["layer_graph_from_keras", "SUPPORTED_KERAS_CLASSES"]
 
 #: Keras class name -> layer-graph kind (several activation layers map to "activation")
-SUPPORTED_KERAS_CLASSES: dict[str, str] = KERAS_CLASSES
+SUPPORTED_KERAS_CLASSES: dict[str, str] = {k: v for k, v in KERAS_CLASSES.items() if ":" not in k and "." not in k}
 
 
 def layer_graph_from_keras(model: Any, *, name: str) -> LayerGraph:
@@ -154,7 +154,12 @@ def _shape(tensor: Any, layer_name: str, where: str) -> tuple[int, ...]:
 
 def _unsupported(op: Any, where: str) -> HgpartError:
     cls = type(op).__name__
-    if cls == "Lambda" or not type(op).__module__.startswith("keras"):
+    if class_key(op).startswith("op:"):
+        return HgpartError(
+            f"operation {op.name!r} ({cls}) applied to a Keras tensor is not supported", where=where,
+            fix="write it with Keras layers (supported: " + ", ".join(sorted(SUPPORTED_KERAS_CLASSES)) + ")",
+        )
+    if cls == "Lambda" or not type(op).__module__.startswith("keras.src.layers"):
         what = "a Lambda layer" if cls == "Lambda" else "a custom layer"
         return HgpartError(
             f"layer {op.name!r} of class {cls} is {what}, whose computation hgpart cannot see",
@@ -168,11 +173,25 @@ def _unsupported(op: Any, where: str) -> HgpartError:
     )
 
 
+def class_key(op: Any) -> str:
+    """How the registry names a Keras class: ``Conv2D`` for built-in layers, ``op:Add`` for operations
+    (``x + 3``), the qualified name for layers defined elsewhere (e.g. an application's own layer)."""
+    import keras
+
+    cls = type(op).__name__
+    module = type(op).__module__
+    if not isinstance(op, keras.layers.Layer):
+        return f"op:{cls}"
+    if module.startswith(("keras.src.layers", "keras.layers", "keras.src.models", "keras.src.engine")):
+        return cls
+    return f"{module}.{cls}"
+
+
 def _convert(op: Any, node: Any, names: dict[int, str], where: str) -> list[Layer]:
     """The layer records of one Keras call (SeparableConv2D gives two); its kind does the conversion."""
     cls = type(op).__name__
     lname = op.name
-    kind = kind_for_keras_class(cls)
+    kind = kind_for_keras_class(class_key(op))
     if cls in ("Functional", "Sequential", "Model") or hasattr(op, "layers") and kind is None:
         raise HgpartError(
             f"layer {lname!r} is a nested model ({cls})", where=where,
@@ -185,11 +204,13 @@ def _convert(op: Any, node: Any, names: dict[int, str], where: str) -> list[Laye
     if len(outs) != 1:
         raise HgpartError(f"layer {lname!r} of class {cls} is not supported: it has {len(outs)} outputs",
                           where=where)
+    is_layer = hasattr(op, "count_params")
     call = KerasCall(
-        op=op, cls=cls, name=lname, cfg=op.get_config(),
+        op=op, cls=cls, name=lname, cfg=op.get_config() if is_layer else {},
         inputs=tuple(names[id(_producer(t, where)[0])] for t in ins),
         input_shapes=tuple(_shape(t, lname, where) for t in ins),
-        output_shape=_shape(outs[0], lname, where), params=int(op.count_params()), where=where,
+        output_shape=_shape(outs[0], lname, where), params=int(op.count_params()) if is_layer else 0, where=where,
+        args=tuple(getattr(getattr(node, "arguments", None), "args", ()) or ()),
     )
     return [
         Layer(

@@ -14,10 +14,10 @@ all look it up here, and no other module compares kind strings (``tests/test_kin
 from __future__ import annotations
 
 from hgpart.errors import HgpartError
-from hgpart.kinds import channelwise, conv, merge, structure
+from hgpart.kinds import channelwise, conv, merge, preprocess, structure
 from hgpart.kinds.base import Converted, FusedKind, KerasCall, LayerKind, Role
 
-__all__ = ["KINDS", "KERAS_CLASSES", "kind_of", "kind_for_keras_class", "LayerKind", "FusedKind", "Role",
+__all__ = ["KINDS", "KERAS_CLASSES", "CONVERTERS", "kind_of", "kind_for_keras_class", "LayerKind", "FusedKind", "Role",
            "KerasCall", "Converted"]
 
 _ALL: tuple[LayerKind, ...] = (
@@ -26,12 +26,18 @@ _ALL: tuple[LayerKind, ...] = (
     merge.Add(), merge.Multiply(), merge.Subtract(), merge.Average(), merge.Maximum(), merge.Minimum(),
     channelwise.Pool(), channelwise.AvgPool(), channelwise.GlobalPool(), channelwise.GlobalAvgPool(),
     channelwise.BatchNorm(), channelwise.Activation(), channelwise.Dropout(), channelwise.ZeroPadding(),
+    channelwise.Cropping(), channelwise.UpSampling(),
+    conv.Conv2DTranspose(), merge.ScaledAdd(), structure.Reshape(), structure.Permute(),
+    preprocess.Rescaling(), preprocess.Normalization(), preprocess.ConstantOp(),
 )
+#: front-end only: Keras classes converted into layers of registered kinds (SeparableConv2D -> two layers)
+CONVERTERS: tuple[LayerKind, ...] = (conv.SeparableConv2D(),)
 
 #: kind name -> its definition
 KINDS: dict[str, LayerKind] = {k.name: k for k in _ALL}
 #: Keras class name -> kind name
-KERAS_CLASSES: dict[str, str] = {cls: k.name for k in _ALL for cls in k.keras_classes}
+KERAS_CLASSES: dict[str, str] = {cls: k.name for k in _ALL + CONVERTERS for cls in k.keras_classes}
+_BY_CLASS: dict[str, LayerKind] = {cls: k for k in _ALL + CONVERTERS for cls in k.keras_classes}
 
 
 def kind_of(name: str) -> LayerKind:
@@ -44,6 +50,5 @@ def kind_of(name: str) -> LayerKind:
 
 
 def kind_for_keras_class(cls: str) -> LayerKind | None:
-    """The kind a Keras layer class converts to, or ``None`` when hgpart does not support it."""
-    name = KERAS_CLASSES.get(cls)
-    return None if name is None else KINDS[name]
+    """The converter of a Keras class key (see :func:`hgpart.frontend.class_key`), ``None`` if unsupported."""
+    return _BY_CLASS.get(cls)

@@ -77,6 +77,9 @@ class LayerLike(Protocol):
     @property
     def in_channels(self) -> int: ...
 
+    @property
+    def definition(self) -> LayerKind: ...
+
 
 def spatial(shape: tuple[int, ...]) -> int:
     """Values per channel of a tensor of per-sample ``shape`` (``H*W``; 1 for a vector)."""
@@ -103,6 +106,8 @@ class KerasCall:
     output_shape: tuple[int, ...]
     params: int
     where: str
+    #: the call's positional arguments (tensors and constants), for operations such as ``x + 3``
+    args: tuple[Any, ...] = ()
 
     @property
     def n_out(self) -> int:

@@ -15,7 +15,8 @@ from hgpart.kinds import tfops
 from hgpart.kinds.base import Converted, FusedKind, KerasCall, LayerLike, pair
 from hgpart.kinds.conv import activation_flops, activation_name
 
-__all__ = ["Pool", "GlobalPool", "BatchNorm", "Activation", "Dropout", "ZeroPadding"]
+__all__ = ["Pool", "AvgPool", "GlobalPool", "GlobalAvgPool", "BatchNorm", "Activation", "Dropout", "ZeroPadding",
+           "Cropping", "UpSampling"]
 
 
 class Pool(FusedKind):
@@ -165,15 +166,36 @@ class Dropout(FusedKind):
     rule = "fused: identity at inference"
 
     def convert(self, call: KerasCall) -> list[Converted]:
-        if call.cfg.get("noise_shape") is not None:
-            raise call.refuse("Dropout with noise_shape")
-        return [Converted(self.name, {"keras_name": call.name, "rate": float(call.cfg["rate"])}, 0)]
+        config: dict[str, Any] = {"keras_name": call.name, "rate": float(call.cfg["rate"])}
+        noise = call.cfg.get("noise_shape")
+        if noise is not None:
+            noise = [1 if v is None else int(v) for v in noise][1:]
+            if any(v != 1 for v in noise):
+                raise call.refuse(f"Dropout with noise_shape {call.cfg['noise_shape']}",
+                                  fix="hgpart supports noise_shape=(None, 1, 1, 1) (drop whole samples)")
+            config["per_sample"] = True  # stochastic depth: one draw per sample, shared by every channel
+        return [Converted(self.name, config, 0)]
 
-    def apply(self, rt: Any, layer: LayerLike, q: int, y: Any, training: bool, bn_stats: list | None) -> Any:
+    def forward(self, rt: Any, layer: LayerLike, x: Any, vals: dict[str, Any], views: dict, training: bool,
+                bn_stats: list | None, scope: str) -> dict[int, Any]:
         import tensorflow as tf
 
         rate = float(layer.config.get("rate", 0.0))
-        return tf.nn.dropout(y, rate=rate) if training and rate > 0 else y
+        src = vals[layer.inputs[0]].tensors
+        if not training or rate <= 0:
+            return dict(src)
+        mask = None
+        if layer.config.get("per_sample"):  # drawn once on the host so every part drops the same samples
+            first = next(iter(src.values()))
+            with tf.device(rt.host):
+                keep = tf.cast(tf.random.uniform([tf.shape(first)[0]] + [1] * (len(first.shape) - 1)) >= rate,
+                               tf.float32)
+                mask = keep / (1.0 - rate)
+        out = {}
+        for q, y in src.items():
+            with tf.device(rt.devices[q]):
+                out[q] = tf.nn.dropout(y, rate=rate) if mask is None else y * mask
+        return out
 
 
 class ZeroPadding(FusedKind):
@@ -193,3 +215,45 @@ class ZeroPadding(FusedKind):
 
         (t, b), (lft, rgt) = layer.config["padding"]
         return tf.pad(y, [[0, 0], [t, b], [lft, rgt], [0, 0]])
+
+
+class Cropping(FusedKind):
+    name = "cropping"
+    keras_classes = ("Cropping2D",)
+    rule = "fused: readers receive the cropped map"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        call.check_channels_last()
+        crop = call.cfg["cropping"]
+        if isinstance(crop, int):
+            crop = ((crop, crop), (crop, crop))
+        return [Converted(self.name, {"keras_name": call.name, "cropping": [pair(c) for c in crop]}, 0)]
+
+    def apply(self, rt: Any, layer: LayerLike, q: int, y: Any, training: bool, bn_stats: list | None) -> Any:
+        (t, b), (lft, rgt) = layer.config["cropping"]
+        h, w = layer.input_shapes[0][:2]
+        return y[:, t : h - b, lft : w - rgt, :]
+
+
+class UpSampling(FusedKind):
+    name = "upsampling"
+    keras_classes = ("UpSampling2D",)
+    rule = "fused: readers receive the upsampled map"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        call.check_channels_last()
+        interp = str(call.cfg.get("interpolation", "nearest"))
+        if interp not in ("nearest", "bilinear"):
+            raise call.refuse(f"interpolation={interp!r}", fix="use nearest or bilinear")
+        flops = 0 if interp == "nearest" else 4 * call.n_out  # bilinear: 2 multiply-adds per axis
+        return [Converted(self.name, {"keras_name": call.name, "size": pair(call.cfg["size"]),
+                                      "interpolation": interp}, flops)]
+
+    def apply(self, rt: Any, layer: LayerLike, q: int, y: Any, training: bool, bn_stats: list | None) -> Any:
+        import tensorflow as tf
+
+        sh, sw = layer.config["size"]
+        if layer.config["interpolation"] == "nearest":
+            return tf.repeat(tf.repeat(y, sh, axis=1), sw, axis=2)
+        h, w = layer.output_shape[:2]
+        return tf.image.resize(y, [h, w], method="bilinear")

@@ -11,7 +11,8 @@ from hgpart.kinds import tfops
 from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role, pair
 from hgpart.kinds.rects import rectangles
 
-__all__ = ["Conv2D", "DepthwiseConv2D", "Dense", "activation_name", "activation_flops"]
+__all__ = ["Conv2D", "Conv2DTranspose", "DepthwiseConv2D", "Dense", "SeparableConv2D", "activation_name",
+           "activation_flops"]
 
 _SOFTMAX_FLOPS_PER_ELEMENT = 5  # TF flops_registry: shift (2) + exp (1) + normalise (2)
 
@@ -129,6 +130,8 @@ def _partials(rt: Any, layer: LayerLike, vals: dict[str, Any], views: dict) -> d
     import tensorflow as tf
 
     partial: dict[int, tuple[Any, np.ndarray]] = {}
+    kind = layer.definition
+    op = kind.op if isinstance(kind, Conv2D) else tfops.conv
     for p in range(rt.k):
         pv = rt.entry(layer.name, "kernel", p)
         if pv is None:
@@ -141,7 +144,7 @@ def _partials(rt: Any, layer: LayerLike, vals: dict[str, Any], views: dict) -> d
                 full_r, full_c = rows.size == pv.mask.shape[0], cs.size == pv.mask.shape[1]
                 k_r = kern if full_r else tf.gather(kern, rows, axis=2)
                 k_r = k_r if full_c else tf.gather(k_r, cs, axis=3)
-                ys.append(tfops.conv(view if full_r else tf.gather(view, rows, axis=-1), k_r, layer.config))
+                ys.append(op(view if full_r else tf.gather(view, rows, axis=-1), k_r, layer.config))
                 cols.append(cs)
             y = tf.concat(ys, axis=-1) if len(ys) > 1 else ys[0]
             partial[p] = (y, pv.index[1][np.concatenate(cols)])
@@ -280,3 +283,98 @@ class Dense(Conv2D):
             return
         out = full.setdefault(name, np.zeros(self.weight_shape(layer, name), np.float32))
         out[np.ix_(pv.index[0], pv.index[1])] = value
+
+
+class Conv2DTranspose(Conv2D):
+    """A transposed convolution: every filter reads every input channel, like Conv2D (fine grain included).
+
+    Part variables hold the kernel in Conv2D's (kh, kw, in, out) layout so the fine-grain masks and
+    rectangles are shared; :meth:`op` transposes it back to Keras's (kh, kw, out, in).
+    """
+
+    name = "conv2d_transpose"
+    keras_classes = ("Conv2DTranspose",)
+    rule = "as Conv2D: every filter reads every input channel; fine: pair (j, k) reads channel k, partials summed"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        if call.cfg.get("output_padding") is not None:
+            raise call.refuse("output_padding is set", fix="leave output_padding=None")
+        config, act = conv_config(call)
+        config = {"keras_name": call.name, "filters": int(call.cfg["filters"]),
+                  **{k: v for k, v in config.items() if k != "keras_name"}}
+        if config["dilation_rate"] != [1, 1]:
+            raise call.refuse("dilation_rate > 1", fix="use dilation_rate=1")
+        kh, kw = config["kernel_size"]
+        n = call.n_out
+        h, w, cin = call.input_shapes[0]
+        flops = 2 * h * w * cin * kh * kw * config["filters"] + (n if config["use_bias"] else 0) + \
+            activation_flops(act, n)
+        return [Converted(self.name, config, flops)]
+
+    def kernel(self, w: dict[str, np.ndarray], rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return w["kernel"].transpose(0, 1, 3, 2)[:, :, rows][..., cols]
+
+    def op(self, view: Any, kern: Any, cfg: dict[str, Any]) -> Any:
+        import tensorflow as tf
+
+        strides = cfg.get("strides", [1, 1])
+        kh, kw = cfg["kernel_size"]
+        h, w = int(view.shape[1]), int(view.shape[2])
+        if cfg["padding"] == "same":
+            ho, wo = h * strides[0], w * strides[1]
+        else:
+            ho, wo = h * strides[0] + max(kh - strides[0], 0), w * strides[1] + max(kw - strides[1], 0)
+        shape = tf.stack([tf.shape(view)[0], ho, wo, tf.shape(kern)[3]])
+        return tf.nn.conv2d_transpose(view, tf.transpose(kern, [0, 1, 3, 2]), shape, strides=[1, *strides, 1],
+                                      padding=cfg["padding"].upper())
+
+    def weight_shape(self, layer: LayerLike, name: str) -> tuple[int, ...]:
+        if name == "kernel":
+            return tuple(layer.config["kernel_size"]) + (layer.out_channels, layer.in_channels)
+        return (layer.out_channels,)
+
+    def scatter(self, layer: LayerLike, name: str, pv: Any, value: np.ndarray, full: dict[str, np.ndarray]) -> None:
+        if name != "kernel":
+            super().scatter(layer, name, pv, value, full)
+            return
+        out = full.setdefault(name, np.zeros(self.weight_shape(layer, name), np.float32))
+        rows, cols = pv.index[0][None, :], pv.index[1][:, None]
+        new = value.transpose(0, 1, 3, 2)
+        out[:, :, cols, rows] = new if pv.mask is None else np.where(pv.mask.T, new, out[:, :, cols, rows])
+
+
+class SeparableConv2D(LayerKind):
+    """Converted into its two parts: a depthwise conv ``<name>.depthwise`` and a pointwise 1x1 conv ``<name>``.
+
+    The parts are ordinary ``depthwise_conv2d`` and ``conv2d`` layers (the pointwise one has the filter x
+    channel structure of the fine grain), reading the Keras layer's ``depthwise_kernel`` and
+    ``pointwise_kernel``; this kind exists only in the front end.
+    """
+
+    name = "separable_conv2d"
+    role = Role.VERTEX
+    keras_classes = ("SeparableConv2D",)
+    rule = "a depthwise part (channel j // multiplier) then a pointwise Conv2D part (every channel)"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        config, act = conv_config(call)
+        mult = int(call.cfg["depth_multiplier"])
+        kh, kw = config["kernel_size"]
+        h, w, c = call.input_shapes[0]
+        ho, wo, f = call.output_shape
+        mid = (ho, wo, c * mult)
+        dw_name = f"{call.name}.depthwise"
+        dw = {"keras_name": call.name, "depth_multiplier": mult, "kernel_size": [kh, kw],
+              "strides": config["strides"], "padding": config["padding"], "dilation_rate": config["dilation_rate"],
+              "use_bias": False, "activation": "linear", "weight_names": {"kernel": "depthwise_kernel"}}
+        pw = {"keras_name": call.name, "filters": f, "kernel_size": [1, 1], "strides": [1, 1], "padding": "valid",
+              "dilation_rate": [1, 1], "use_bias": config["use_bias"], "activation": act,
+              "weight_names": {"kernel": "pointwise_kernel"}}
+        dw_params = kh * kw * c * mult
+        n = ho * wo * f
+        return [
+            Converted("depthwise_conv2d", dw, 2 * ho * wo * c * mult * kh * kw, name=dw_name, params=dw_params,
+                      output_shape=mid),
+            Converted("conv2d", pw, 2 * n * c * mult + (n if config["use_bias"] else 0) + activation_flops(act, n),
+                      params=call.params - dw_params, inputs=(dw_name,), input_shapes=(mid,)),
+        ]

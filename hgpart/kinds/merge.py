@@ -14,7 +14,7 @@ import numpy as np
 
 from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role
 
-__all__ = ["Merge", "Add", "Multiply", "Subtract", "Average", "Maximum", "Minimum"]
+__all__ = ["Merge", "Add", "Multiply", "Subtract", "Average", "Maximum", "Minimum", "ScaledAdd"]
 
 
 class Merge(LayerKind):
@@ -42,7 +42,7 @@ class Merge(LayerKind):
     def read_map(self, layer: LayerLike) -> np.ndarray | None:
         return np.arange(layer.out_channels)
 
-    def combine(self, terms: list[Any]) -> Any:
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         """The merge of the parts' column-aligned input slices."""
         raise NotImplementedError
 
@@ -60,7 +60,7 @@ class Merge(LayerKind):
                     terms.append(view if np.array_equal(pos, np.arange(view.shape[-1]))
                                  else tf.gather(view, pos, axis=-1))
             with tf.device(rt.devices[p]):
-                t[p] = self.combine(terms)
+                t[p] = self.combine(layer, terms)
         return t
 
 
@@ -76,7 +76,7 @@ class Add(Merge):
     keras_classes = ("Add",)
     broadcasts = False
 
-    def combine(self, terms: list[Any]) -> Any:
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         import tensorflow as tf
 
         return tf.add_n(terms)
@@ -86,7 +86,7 @@ class Multiply(Merge):
     name = "multiply"
     keras_classes = ("Multiply",)
 
-    def combine(self, terms: list[Any]) -> Any:
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         import tensorflow as tf
 
         return _fold(tf.multiply, terms)
@@ -97,7 +97,7 @@ class Subtract(Merge):
     keras_classes = ("Subtract",)
     broadcasts = False
 
-    def combine(self, terms: list[Any]) -> Any:
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         import tensorflow as tf
 
         return tf.subtract(terms[0], terms[1])
@@ -109,7 +109,7 @@ class Average(Merge):
     broadcasts = False
     extra_flops = 1
 
-    def combine(self, terms: list[Any]) -> Any:
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         import tensorflow as tf
 
         return tf.add_n(terms) / float(len(terms))
@@ -120,7 +120,7 @@ class Maximum(Merge):
     keras_classes = ("Maximum",)
     broadcasts = False
 
-    def combine(self, terms: list[Any]) -> Any:
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         import tensorflow as tf
 
         return _fold(tf.maximum, terms)
@@ -131,7 +131,25 @@ class Minimum(Merge):
     keras_classes = ("Minimum",)
     broadcasts = False
 
-    def combine(self, terms: list[Any]) -> Any:
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         import tensorflow as tf
 
         return _fold(tf.minimum, terms)
+
+
+class ScaledAdd(Merge):
+    """``inputs[0] + inputs[1] * scale``: InceptionResNetV2's residual merge (its ``CustomScaleLayer``)."""
+
+    name = "scaled_add"
+    keras_classes = ("keras.src.applications.inception_resnet_v2.CustomScaleLayer",)
+    broadcasts = False
+    extra_flops = 1  # the multiply by scale
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        out = super().convert(call)
+        if len(call.inputs) != 2:
+            raise call.refuse(f"{len(call.inputs)} inputs, expected 2")
+        return [Converted(self.name, {**out[0].config, "scale": float(call.cfg["scale"])}, out[0].flops)]
+
+    def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
+        return terms[0] + terms[1] * float(layer.config["scale"])

@@ -1,4 +1,4 @@
-"""Layers that move no data: the model input, Flatten (a view) and channel concatenation."""
+"""Layers that move no data: the model input, views (Flatten, Reshape, Permute) and channel concatenation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from hgpart.errors import HgpartError
 from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role
 
-__all__ = ["Input", "Flatten", "Concat"]
+__all__ = ["Input", "Flatten", "Concat", "Reshape", "Permute"]
 
 
 class Input(LayerKind):
@@ -99,3 +99,56 @@ class Concat(LayerKind):
             with tf.device(rt.devices[q]):
                 t[q] = tf.concat(pieces, axis=-1) if len(pieces) > 1 else tf.identity(pieces[0])
         return t
+
+
+class Reshape(LayerKind):
+    """A reshape that keeps the channel (last) axis: channel ``c``'s values stay channel ``c``'s (row-major)."""
+
+    name = "reshape"
+    role = Role.VIEW
+    keras_classes = ("Reshape",)
+    allocates = False
+    rule = "a view when the last axis is kept (e.g. (C,) <-> (1, 1, C)): channels keep their owners; else refused"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        src, out = call.input_shapes[0], call.output_shape
+        if src[-1] != out[-1]:
+            raise call.refuse(f"Reshape {src} -> {out} mixes channels (the last axis changes)",
+                              fix="keep the channel axis last and unchanged, e.g. Reshape((1, 1, C)) after pooling")
+        return [Converted(self.name, {"keras_name": call.name, "target_shape": list(out)}, 0)]
+
+    def forward(self, rt: Any, layer: LayerLike, x: Any, vals: dict[str, Any], views: dict, training: bool,
+                bn_stats: list | None, scope: str) -> dict[int, Any]:
+        import tensorflow as tf
+
+        out = {}
+        for q, y in vals[layer.inputs[0]].tensors.items():
+            with tf.device(rt.devices[q]):
+                out[q] = tf.reshape(y, [-1, *layer.output_shape[:-1], int(y.shape[-1])])
+        return out
+
+
+class Permute(LayerKind):
+    """A permutation of the spatial axes that keeps the channels last (channels keep their owners)."""
+
+    name = "permute"
+    role = Role.FUSED
+    keras_classes = ("Permute",)
+    rule = "fused when the channel axis stays last (spatial axes permuted); else refused"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        dims = [int(d) for d in call.cfg["dims"]]
+        if dims[-1] != len(dims):
+            raise call.refuse(f"Permute{tuple(dims)} moves the channel axis",
+                              fix="keep the channel axis last (permute only the spatial axes)")
+        return [Converted(self.name, {"keras_name": call.name, "dims": dims}, 0)]
+
+    def forward(self, rt: Any, layer: LayerLike, x: Any, vals: dict[str, Any], views: dict, training: bool,
+                bn_stats: list | None, scope: str) -> dict[int, Any]:
+        import tensorflow as tf
+
+        out = {}
+        for q, y in vals[layer.inputs[0]].tensors.items():
+            with tf.device(rt.devices[q]):
+                out[q] = tf.transpose(y, [0, *layer.config["dims"]])
+        return out
