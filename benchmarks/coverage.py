@@ -1,0 +1,228 @@
+"""Which keras.applications families hgpart compiles, partitions and trains: the README's coverage table.
+
+Usage::
+
+    python benchmarks/coverage.py                       # every family, prints the Markdown table
+    python benchmarks/coverage.py MobileNet Xception    # some families
+    python benchmarks/coverage.py --out benchmarks/results/coverage.md
+
+For every family (one model, ``weights=None``, its smallest accepted input, 10 classes), in a fresh process:
+
+1. **compiles**: ``hgpart info -m keras:<App> --input N --classes 10`` exits 0;
+2. **partitions**: ``hgpart partition ... --analytic --grain coarse --k 4 --no-bound`` exits 0 (the default
+   backend, ``auto``, within its own time limit);
+3. **trains**: the K = 4 placement folded onto 2 logical devices (parts 0, 1 -> device 0; 2, 3 -> device 1)
+   runs in the partitioned runtime: its inference logits (before a final softmax, which is near uniform at
+   initialisation) equal Keras's within 1e-4 (absolute + relative) on a batch of 4, then 2 synchronous Adam
+   steps give finite losses.
+
+A step that fails prints its one-line error in the table's last column.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: family -> (keras.applications model, smallest accepted input side)
+FAMILIES: dict[str, tuple[str, int]] = {
+    "VGG": ("VGG16", 32),
+    "ResNet": ("ResNet50", 32),
+    "ResNetV2": ("ResNet50V2", 32),
+    "InceptionV3": ("InceptionV3", 75),
+    "InceptionResNetV2": ("InceptionResNetV2", 75),
+    "Xception": ("Xception", 71),
+    "MobileNet": ("MobileNet", 32),
+    "MobileNetV2": ("MobileNetV2", 32),
+    "MobileNetV3": ("MobileNetV3Small", 32),
+    "DenseNet": ("DenseNet121", 32),
+    "NASNet": ("NASNetMobile", 32),
+    "EfficientNet": ("EfficientNetB0", 32),
+    "EfficientNetV2": ("EfficientNetV2B0", 32),
+    "ConvNeXt": ("ConvNeXtTiny", 32),
+}
+BATCH = 4
+TOLERANCE = 1e-4
+
+
+@dataclass
+class Row:
+    """One family's outcome."""
+
+    family: str
+    model: str
+    input: int
+    compiles: bool = False
+    partitions: bool = False
+    trains: bool = False
+    km1_mib: float | None = None
+    max_abs_diff: float | None = None
+    logit_scale: float | None = None
+    losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str = ""
+
+
+def _hgpart(*args: str) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("hgpart")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+
+
+def _last_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+    return lines[-1].strip()[:200] if lines else f"exit {proc.returncode}"
+
+
+def _logits(pm: Any, x: Any) -> Any:
+    """The partitioned model's inference logits (before a final softmax)."""
+    import numpy as np
+    import tensorflow as tf
+
+    with tf.device(pm.host):
+        xt = tf.constant(x)
+    return np.asarray(tf.function(lambda v: pm.forward(v, training=False))(xt))
+
+
+def _keras_logits(model: Any, x: Any) -> Any:
+    """Keras's logits: the model run with its final softmax switched to linear (a softmax at init is ~uniform)."""
+    import keras
+    import numpy as np
+
+    last = model.layers[-1]
+    act = getattr(last, "activation", None)
+    if act is keras.activations.softmax:
+        last.activation = keras.activations.linear
+    try:
+        return np.asarray(model(x, training=False))
+    finally:
+        if act is not None:
+            last.activation = act
+
+
+def _calibrate(model: Any, x: Any) -> None:
+    """Set every BatchNormalization's moving statistics to the batch's (momentum 0 for one training call).
+
+    With ``weights=None`` and the initial statistics (mean 0, variance 1) the activations of deep
+    applications fade to ~1e-20 by the logits, which would make any forward comparison vacuous.
+    """
+    bns = [layer for layer in model.layers if type(layer).__name__ == "BatchNormalization"]
+    saved = [bn.momentum for bn in bns]
+    for bn in bns:
+        bn.momentum = 0.0
+    model(x, training=True)
+    for bn, m in zip(bns, saved, strict=True):
+        bn.momentum = m
+
+
+def _train(row: Row, placement: Path) -> None:
+    """Fold the placement onto 2 logical devices, compare the forward with Keras, run 2 sync steps."""
+    import numpy as np
+    from hgpart.runtime.devices import open_devices
+
+    ds = open_devices("logical", 2, inter_op=2)
+    import keras
+    from hgpart.runtime.partitioned import PartitionedModel
+    from hgpart.runtime.step import OptimizerSpec, TrainStep
+
+    from hgpart.models import load_keras_model
+    from hgpart.placement import Placement, load_placement
+
+    pl4 = load_placement(placement)
+    folded = {name: {key: np.asarray(arr) // 2 for key, arr in parts.items()}
+              for name, parts in pl4.layer_parts.items()}
+    pl = Placement(graph=pl4.graph, grain=pl4.grain, method="folded", k=2, devices=["part:0", "part:1"],
+                   layer_parts=folded, work=pl4.work, work_unit=pl4.work_unit, batch_size=BATCH)
+    pl.validate()
+    keras.utils.set_random_seed(0)
+    model = load_keras_model(f"keras:{row.model}", input_shape=(row.input, row.input, 3), num_classes=10)
+    x = np.random.default_rng(0).normal(size=(BATCH, row.input, row.input, 3)).astype(np.float32)
+    _calibrate(model, x)
+    pm = PartitionedModel(pl, model, ds.devices)
+    ours, theirs = _logits(pm, x), _keras_logits(model, x)
+    row.max_abs_diff = float(np.max(np.abs(ours - theirs)))
+    row.logit_scale = float(np.max(np.abs(theirs)))
+    if not np.allclose(ours, theirs, atol=TOLERANCE, rtol=TOLERANCE):
+        row.error = f"forward differs from Keras by {row.max_abs_diff:.2e}"
+        return
+    step = TrainStep(pm, OptimizerSpec("adam"), batch_size=BATCH)
+    y = np.arange(BATCH, dtype=np.int32) % 10
+    row.losses = [step(x, y) for _ in range(2)]
+    row.trains = all(np.isfinite(row.losses))
+    if not row.trains:
+        row.error = f"non-finite loss {row.losses}"
+
+
+def run_one(family: str) -> Row:
+    """Compile, partition and train one family (call in a fresh process: one TensorFlow runtime each)."""
+    app, size = FAMILIES[family]
+    row = Row(family, app, size)
+    t0 = time.perf_counter()
+    common = ["-m", f"keras:{app}", "--input", str(size), "--classes", "10"]
+    proc = _hgpart("info", *common)
+    row.compiles = proc.returncode == 0
+    if not row.compiles:
+        row.error = _last_line(proc)
+        return row
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p.json"
+        proc = _hgpart("partition", *common, "--analytic", "--batch-size", str(BATCH), "--grain", "coarse",
+                       "--k", "4", "--no-bound", "--out", str(out))
+        row.partitions = proc.returncode == 0 and out.is_file()
+        if not row.partitions:
+            row.error = _last_line(proc)
+            return row
+        row.km1_mib = float(json.loads(out.read_text())["metrics"]["comm_volume_mib"])
+        try:
+            _train(row, out)
+        except Exception as exc:  # noqa: BLE001 - the table reports any failure of the runtime in one line
+            row.error = f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    row.seconds = time.perf_counter() - t0
+    return row
+
+
+def table(rows: list[Row]) -> str:
+    """The README's Markdown table."""
+    yes = {True: "yes", False: "**no**"}
+    lines = ["| family | model (input) | compiles | partitions (coarse, K = 4) | trains (2 devices) | note |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        note = r.error or (f"logits max diff {r.max_abs_diff:.1e} (max logit {r.logit_scale:.2g}), losses "
+                           + ", ".join(f"{v:.3f}" for v in r.losses) if r.max_abs_diff is not None else "")
+        lines.append(f"| {r.family} | {r.model} ({r.input}) | {yes[r.compiles]} | {yes[r.partitions]} | "
+                     f"{yes[r.trains]} | {note} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--one"]:
+        print(json.dumps(asdict(run_one(argv[1]))), flush=True)
+        return
+    out = None
+    if "--out" in argv:
+        i = argv.index("--out")
+        out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+    rows = []
+    for family in argv or list(FAMILIES):
+        proc = subprocess.run([sys.executable, __file__, "--one", family], capture_output=True, text=True)
+        try:
+            rows.append(Row(**json.loads(proc.stdout.strip().splitlines()[-1])))
+        except (IndexError, json.JSONDecodeError, TypeError):
+            app, size = FAMILIES[family]
+            rows.append(Row(family, app, size, error=f"crashed: {_last_line(proc)}"))
+        print(f"{family}: {asdict(rows[-1])}", file=sys.stderr, flush=True)
+    text = table(rows)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
