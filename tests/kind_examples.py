@@ -65,7 +65,7 @@ def merges() -> keras.Model:
 EXAMPLES: dict[str, Callable[[], keras.Model]] = {"core": core, "flat": flat, "merges": merges}
 
 
-def squeeze_excite() -> keras.Model:
+def squeeze_excite(drop: float = 0.2) -> keras.Model:
     """EfficientNet's preprocessing and SE block: Rescaling, Normalization, swish, GAP keepdims, Reshape,
     a broadcast Multiply gate, per-sample dropout (stochastic depth)."""
     x = inp = keras.Input((8, 8, 3), name="input")
@@ -77,7 +77,7 @@ def squeeze_excite() -> keras.Model:
     s = L.Conv2D(2, 1, activation="silu", name="se_reduce")(s)
     s = L.Conv2D(6, 1, activation="sigmoid", name="se_expand")(s)
     x = L.Multiply(name="se_excite")([x, s])
-    x = L.Dropout(0.2, noise_shape=(None, 1, 1, 1), name="drop")(x)
+    x = L.Dropout(drop, noise_shape=(None, 1, 1, 1), name="drop")(x)
     x = L.Activation("gelu", name="gelu")(x)
     x = L.GlobalAveragePooling2D(keepdims=True, name="gap")(x)
     x = L.Conv2D(5, 1, name="logits")(x)

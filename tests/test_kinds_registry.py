@@ -15,9 +15,11 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.partitioned import PartitionedModel
-from kind_examples import EXAMPLES
+from hgpart.runtime.step import OptimizerSpec, TrainStep
+from kind_examples import EXAMPLES, squeeze_excite
 
 from hgpart.frontend import layer_graph_from_keras
 from hgpart.hypergraph import build_hypergraph
@@ -101,3 +103,39 @@ def test_kind_walk(example: str, grain: str, tmp_path: Path) -> None:
     x = np.random.default_rng(0).normal(size=(B, 8, 8, 3)).astype(np.float32)
     pm = PartitionedModel(back, model, DS.devices)
     np.testing.assert_allclose(pm.predict(x), np.asarray(model(x, training=False)), atol=1e-4, rtol=1e-4)
+
+
+def _keras_training(model: keras.Model, spec: OptimizerSpec, batches: list, from_logits: bool) -> None:
+    """Single-device Keras training with the same optimizer (the reference)."""
+    kopt = spec.keras()
+    for x, y in batches:
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, out, from_logits=from_logits))
+        kopt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables,
+                                 strict=True))
+
+
+@pytest.mark.parametrize("grain", ["coarse", "fine"])
+@pytest.mark.parametrize("example", ["squeeze_excite", "separable"])
+def test_sync_training_equals_keras(example: str, grain: str) -> None:
+    """An SE block (with Rescaling and Normalization) and a separable conv train as Keras does, end to end."""
+    keras.utils.set_random_seed(5)
+    model = squeeze_excite(drop=0.0) if example == "squeeze_excite" else EXAMPLES[example]()
+    graph = layer_graph_from_keras(model, name=model.name)
+    pm = PartitionedModel(_alternating(graph, grain), model, DS.devices)
+    spec = OptimizerSpec("adam", lr=1e-2)
+    step = TrainStep(pm, spec, batch_size=B)
+    rng = np.random.default_rng(1)
+    batches = [(rng.normal(size=(B, 8, 8, 3)).astype(np.float32), rng.integers(0, 5, B).astype(np.int32))
+               for _ in range(2)]
+    losses = [step(x, y) for x, y in batches]
+    assert all(np.isfinite(losses))
+    _keras_training(model, spec, batches, from_logits=not pm.final_softmax)
+    for name, weights in pm.keras_weights().items():
+        layer = graph.layer(name)
+        kl = model.get_layer(layer.config["keras_name"])
+        for wname, got in weights.items():
+            want = np.asarray(getattr(kl, layer.config.get("weight_names", {}).get(wname, wname))).reshape(got.shape)
+            err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-12)
+            assert err < 1e-4, f"{name}.{wname}: relative error {err:.2e}"

@@ -126,7 +126,7 @@ class BatchNorm(FusedKind):
 class Activation(FusedKind):
     name = "activation"
     keras_classes = ("Activation", "ReLU", "LeakyReLU", "Softmax", "ELU")
-    rule = "fused: element-wise"
+    rule = "fused: element-wise (" + ", ".join(tfops.ACTIVATIONS[:-1]) + "; softmax as the last layer only)"
 
     def convert(self, call: KerasCall) -> list[Converted]:
         act, extra = self._normalise(call)
@@ -163,7 +163,7 @@ class Activation(FusedKind):
 class Dropout(FusedKind):
     name = "dropout"
     keras_classes = ("Dropout",)
-    rule = "fused: identity at inference"
+    rule = "fused: identity at inference; a per-sample mask (noise_shape (None, 1, 1, 1)) is sent from the host"
 
     def convert(self, call: KerasCall) -> list[Converted]:
         config: dict[str, Any] = {"keras_name": call.name, "rate": float(call.cfg["rate"])}

@@ -92,7 +92,7 @@ class Conv2D(LayerKind):
             elif jp.size:
                 vi = rt.view_index(layer.inputs[0], p)
                 rt.add_variable(layer, p, "kernel", self.kernel(w, vi, jp), (vi, jp))
-            if "bias" in w and jp.size:
+            if layer.config.get("use_bias", True) and "bias" in w and jp.size:
                 rt.add_variable(layer, p, "bias", w["bias"][jp], (jp,))
 
     def kernel(self, w: dict[str, np.ndarray], rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -212,7 +212,7 @@ class DepthwiseConv2D(LayerKind):
                 continue
             rt.add_variable(layer, p, "kernel", w["kernel"][:, :, jp // mult, jp % mult][..., None],
                             (jp // mult, jp % mult))
-            if "bias" in w:
+            if layer.config.get("use_bias", True) and "bias" in w:
                 rt.add_variable(layer, p, "bias", w["bias"][jp], (jp,))
 
     def forward(self, rt: Any, layer: LayerLike, x: Any, vals: dict[str, Any], views: dict, training: bool,

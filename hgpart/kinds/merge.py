@@ -21,7 +21,7 @@ class Merge(LayerKind):
     """Base of the element-wise merges; subclasses name the op."""
 
     role = Role.VERTEX
-    rule = "output channel j reads channel j of every input (a (1, 1, C) gate costs one value per channel)"
+    rule = "output channel j reads channel j of every input (same-shape maps)"
     #: the Keras layer broadcasts a (1, 1, C) input over the spatial axes (only Multiply is used so)
     broadcasts: ClassVar[bool] = True
     #: extra FLOPs per output element beyond one per input after the first (Average's divide)
@@ -85,6 +85,8 @@ class Add(Merge):
 class Multiply(Merge):
     name = "multiply"
     keras_classes = ("Multiply",)
+    rule = ("output channel j reads channel j of every input; a broadcast (1, 1, C) gate (squeeze-and-excitation) "
+            "crosses as one value per channel")
 
     def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         import tensorflow as tf
@@ -142,6 +144,7 @@ class ScaledAdd(Merge):
 
     name = "scaled_add"
     keras_classes = ("keras.src.applications.inception_resnet_v2.CustomScaleLayer",)
+    rule = "x + r * scale: output channel j reads channel j of both inputs"
     broadcasts = False
     extra_flops = 1  # the multiply by scale
 
