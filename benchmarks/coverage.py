@@ -106,19 +106,26 @@ def _keras_logits(model: Any, x: Any) -> Any:
             last.activation = act
 
 
-def _calibrate(model: Any, x: Any) -> None:
-    """Set every BatchNormalization's moving statistics to the batch's (momentum 0 for one training call).
+def _calibrate(model: Any, shape: tuple[int, ...]) -> None:
+    """Set every BatchNormalization's moving statistics to those of a calibration batch of 16 other images.
 
     With ``weights=None`` and the initial statistics (mean 0, variance 1) the activations of deep
-    applications fade to ~1e-20 by the logits, which would make any forward comparison vacuous.
+    applications fade to ~1e-20 by the logits, which would make any forward comparison vacuous. One
+    training-mode call with momentum 0 stores each layer's batch statistics; variances are then floored at
+    a tenth of the layer's mean, so a channel that is (nearly) constant on the batch is not amplified
+    by 1/sqrt(epsilon), which would turn rounding differences into large ones.
     """
+    import numpy as np
+
     bns = [layer for layer in model.layers if type(layer).__name__ == "BatchNormalization"]
     saved = [bn.momentum for bn in bns]
     for bn in bns:
         bn.momentum = 0.0
-    model(x, training=True)
+    model(np.random.default_rng(1).normal(size=(16, *shape)).astype(np.float32), training=True)
     for bn, m in zip(bns, saved, strict=True):
         bn.momentum = m
+        v = np.asarray(bn.moving_variance)
+        bn.moving_variance.assign(np.maximum(v, 0.1 * float(v.mean())))
 
 
 def _train(row: Row, placement: Path) -> None:
@@ -143,7 +150,7 @@ def _train(row: Row, placement: Path) -> None:
     keras.utils.set_random_seed(0)
     model = load_keras_model(f"keras:{row.model}", input_shape=(row.input, row.input, 3), num_classes=10)
     x = np.random.default_rng(0).normal(size=(BATCH, row.input, row.input, 3)).astype(np.float32)
-    _calibrate(model, x)
+    _calibrate(model, x.shape[1:])
     pm = PartitionedModel(pl, model, ds.devices)
     ours, theirs = _logits(pm, x), _keras_logits(model, x)
     row.max_abs_diff = float(np.max(np.abs(ours - theirs)))

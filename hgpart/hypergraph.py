@@ -122,7 +122,7 @@ class VertexBlock:
 
 @dataclass
 class Hypergraph:
-    """A hypergraph in CSR form with the data the metrics need.
+    """A hypergraph in CSR form with the data the metrics need (its arrays are read-only).
 
     ``net_cost`` is in bytes at ``batch_size``; ``vertex_weight`` in the
     profile's work unit. ``net_root`` is the producer (broadcast nets) or the
@@ -147,6 +147,10 @@ class Hypergraph:
     _block_index: dict[tuple[str, str], VertexBlock] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        # read-only, so caches keyed on the object (partitioners/_memo.py) can never serve a changed graph
+        for arr in (self.vertex_weight, self.vertex_params, self.vertex_act_bytes, self.net_ptr, self.net_pins,
+                    self.net_cost, self.net_root, self.net_kind):
+            arr.setflags(write=False)
         self._block_index = {(b.layer, b.role): b for b in self.blocks}
 
     @property
