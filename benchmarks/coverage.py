@@ -4,13 +4,13 @@ Usage::
 
     python benchmarks/coverage.py                       # every family, prints the Markdown table
     python benchmarks/coverage.py MobileNet Xception    # some families
-    python benchmarks/coverage.py --out benchmarks/results/coverage.md
+    python benchmarks/coverage.py --jobs 3 --out benchmarks/results/coverage.md   # 3 families at a time
 
 For every family (one model, ``weights=None``, its smallest accepted input, 10 classes), in a fresh process:
 
 1. **compiles**: ``hgpart info -m keras:<App> --input N --classes 10`` exits 0;
-2. **partitions**: ``hgpart partition ... --analytic --grain coarse --k 4 --no-bound`` exits 0 (the default
-   backend, ``auto``, within its own time limit);
+2. **partitions**: ``hgpart partition ... --analytic --grain coarse --k 4 --no-bound --time-limit 20`` exits 0
+   (the default backend, ``auto``, within that time limit);
 3. **trains**: the K = 4 placement folded onto 2 logical devices (parts 0, 1 -> device 0; 2, 3 -> device 1)
    runs in the partitioned runtime: its inference logits (before a final softmax, which is near uniform at
    initialisation) equal Keras's within 1e-4 (absolute + relative) on a batch of 4, then 2 synchronous Adam
@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ FAMILIES: dict[str, tuple[str, int]] = {
 }
 BATCH = 4
 TOLERANCE = 1e-4
+PARTITION_SECONDS = 20  # the default backend's time limit for these small graphs
 
 
 @dataclass
@@ -180,7 +182,7 @@ def run_one(family: str) -> Row:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "p.json"
         proc = _hgpart("partition", *common, "--analytic", "--batch-size", str(BATCH), "--grain", "coarse",
-                       "--k", "4", "--no-bound", "--out", str(out))
+                       "--k", "4", "--no-bound", "--time-limit", str(PARTITION_SECONDS), "--out", str(out))
         row.partitions = proc.returncode == 0 and out.is_file()
         if not row.partitions:
             row.error = _last_line(proc)
@@ -207,6 +209,18 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def _run_child(family: str) -> Row:
+    """One family in a fresh process (one TensorFlow runtime each)."""
+    proc = subprocess.run([sys.executable, __file__, "--one", family], capture_output=True, text=True)
+    try:
+        row = Row(**json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (IndexError, json.JSONDecodeError, TypeError):
+        app, size = FAMILIES[family]
+        row = Row(family, app, size, error=f"crashed: {_last_line(proc)}")
+    print(f"{family}: {asdict(row)}", file=sys.stderr, flush=True)
+    return row
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
         print(json.dumps(asdict(run_one(argv[1]))), flush=True)
@@ -215,15 +229,13 @@ def main(argv: list[str]) -> None:
     if "--out" in argv:
         i = argv.index("--out")
         out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
-    rows = []
-    for family in argv or list(FAMILIES):
-        proc = subprocess.run([sys.executable, __file__, "--one", family], capture_output=True, text=True)
-        try:
-            rows.append(Row(**json.loads(proc.stdout.strip().splitlines()[-1])))
-        except (IndexError, json.JSONDecodeError, TypeError):
-            app, size = FAMILIES[family]
-            rows.append(Row(family, app, size, error=f"crashed: {_last_line(proc)}"))
-        print(f"{family}: {asdict(rows[-1])}", file=sys.stderr, flush=True)
+    jobs = 1
+    if "--jobs" in argv:
+        i = argv.index("--jobs")
+        jobs, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
+    families = argv or list(FAMILIES)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        rows = list(pool.map(_run_child, families))
     text = table(rows)
     print(text)
     if out is not None:

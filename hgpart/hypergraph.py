@@ -371,6 +371,17 @@ class _Builder:
         for layer in self.graph.layers:
             if layer.is_vertex_layer:
                 self._reader_pins(layer, net_of_channel)
+                self._stats_net(layer)
+
+    def _stats_net(self, layer: Layer) -> None:
+        """A reduction over channels (LayerNormalization): one net over all of the layer's vertices."""
+        values = layer.definition.stats_cost(layer)
+        if values == 0:
+            return
+        blk = self.by_role[(layer.name, "filter")]
+        ids = self._add_nets(np.array([blk.start]), np.array([float(values * self.B * self.d)]), BROADCAST, None)
+        self.pin_net.append(np.repeat(ids, blk.size))
+        self.pin_v.append(np.arange(blk.start, blk.stop))
 
     def _add_nets(self, roots: np.ndarray, cost: np.ndarray, kind: int, pins: np.ndarray | None) -> np.ndarray:
         """Append ``len(roots)`` nets (with one pin each from ``pins`` when given); returns their ids."""

@@ -128,3 +128,18 @@ def inception_resnet_merge() -> keras.Model:
 
 EXAMPLES.update({"squeeze_excite": squeeze_excite, "hard_ops": hard_ops, "separable": separable,
                  "inception_resnet_merge": inception_resnet_merge})
+
+
+def layer_norm() -> keras.Model:
+    """LayerNormalization over channels (statistics cross devices), gelu, as in ConvNeXt."""
+    x = inp = keras.Input((8, 8, 3), name="input")
+    x = L.Conv2D(6, 3, padding="same", name="c1")(x)
+    x = L.LayerNormalization(epsilon=1e-6, name="ln")(x)
+    x = L.Activation("gelu", name="gelu")(x)
+    x = L.Conv2D(4, 1, name="c2")(x)
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    out = L.Dense(5, name="pred")(x)
+    return keras.Model(inp, out, name="layer_norm")
+
+
+EXAMPLES["layer_norm"] = layer_norm

@@ -19,6 +19,7 @@ import tensorflow as tf
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.partitioned import PartitionedModel
 from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.traffic import measure_traffic
 from kind_examples import EXAMPLES, squeeze_excite
 
 from hgpart.frontend import layer_graph_from_keras
@@ -139,3 +140,14 @@ def test_sync_training_equals_keras(example: str, grain: str) -> None:
             want = np.asarray(getattr(kl, layer.config.get("weight_names", {}).get(wname, wname))).reshape(got.shape)
             err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-12)
             assert err < 1e-4, f"{name}.{wname}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("example", ["layer_norm", "squeeze_excite"])
+def test_measured_bytes_match_prediction(example: str) -> None:
+    """The bytes the runtime moves equal the hypergraph's: LayerNorm's statistics net, the SE gate's nets."""
+    keras.utils.set_random_seed(2)
+    model = squeeze_excite(drop=0.0) if example == "squeeze_excite" else EXAMPLES[example]()
+    pl = _alternating(layer_graph_from_keras(model, name=model.name), "coarse")
+    t = measure_traffic(TrainStep(PartitionedModel(pl, model, DS.devices), OptimizerSpec("momentum"), batch_size=B))
+    pred = pl.recompute_metrics().comm_volume_mib * 2**20
+    assert t.forward == pytest.approx(pred, rel=1e-9)

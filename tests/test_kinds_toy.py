@@ -178,3 +178,28 @@ def test_elementwise_merges_read_channel_j_of_every_input():
         assert nets[frozenset({vs + j, vm + j})] == 64.0
     # Subtract's FLOPs: one per output element (32); Maximum's too
     assert g.layer("sub").flops == g.layer("mx").flops == 32
+
+
+def test_layer_norm_statistics_net():
+    x = inp = keras.Input((4, 4, 2), name="input")
+    x = L.Conv2D(3, 1, name="c")(x)
+    x = L.LayerNormalization(name="ln")(x)
+    x = L.Conv2D(2, 1, name="d")(x)
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    g = _graph(inp, L.Dense(2, name="fc")(x), "ln")
+    hg = _hg(g)
+    # vertices: input 2 + c 3 + ln 3 (one per channel) + d 2 + fc 2 = 12
+    assert hg.num_vertices == 12
+    c, ln, d = _v(hg, "c"), _v(hg, "ln"), _v(hg, "d")
+    nets = _nets(hg)
+    for j in range(3):
+        assert nets[frozenset({c + j, ln + j})] == 64.0  # channel j is normalised where ln_j is
+        assert nets[frozenset({ln + j, d, d + 1})] == 64.0
+    # statistics: 2 partial-sum maps to the part of channel 0 and 2 maps (mean, 1/sd) back: 4 x 64 bytes
+    assert nets[frozenset({ln, ln + 1, ln + 2})] == 256.0
+    parts = np.zeros(hg.num_vertices, np.int64)
+    parts[ln + 1:ln + 3] = 1  # channels 1 and 2 of the layer norm on part 1, their readers on part 0
+    # cut: c_1, c_2 -> ln (2 x 64), ln_1, ln_2 -> d (2 x 64), statistics (256)
+    assert km1_bytes(hg, parts, 2) == 4 * 64.0 + 256.0
+    # one vertex per channel in the fine grain too
+    assert _hg(g, "fine").block("ln", "filter").size == 3

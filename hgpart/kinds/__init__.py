@@ -14,7 +14,7 @@ all look it up here, and no other module compares kind strings (``tests/test_kin
 from __future__ import annotations
 
 from hgpart.errors import HgpartError
-from hgpart.kinds import channelwise, conv, merge, preprocess, structure
+from hgpart.kinds import channelwise, conv, merge, norm, preprocess, structure
 from hgpart.kinds.base import Converted, FusedKind, KerasCall, LayerKind, Role
 
 __all__ = ["KINDS", "KERAS_CLASSES", "CONVERTERS", "kind_of", "kind_for_keras_class", "LayerKind", "FusedKind", "Role",
@@ -28,7 +28,7 @@ _ALL: tuple[LayerKind, ...] = (
     channelwise.BatchNorm(), channelwise.Activation(), channelwise.Dropout(), channelwise.ZeroPadding(),
     channelwise.Cropping(), channelwise.UpSampling(),
     conv.Conv2DTranspose(), merge.ScaledAdd(), structure.Reshape(), structure.Permute(),
-    preprocess.Rescaling(), preprocess.Normalization(), preprocess.ConstantOp(),
+    preprocess.Rescaling(), preprocess.Normalization(), preprocess.ConstantOp(), norm.LayerNorm(),
 )
 #: front-end only: Keras classes converted into layers of registered kinds (SeparableConv2D -> two layers)
 CONVERTERS: tuple[LayerKind, ...] = (conv.SeparableConv2D(),)

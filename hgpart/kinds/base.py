@@ -169,6 +169,11 @@ class LayerKind:
         """Values per channel of this layer's output, for net costs and activation memory."""
         return spatial(layer.output_shape)
 
+    def stats_cost(self, layer: LayerLike) -> int:
+        """Values per sample that cross per extra part holding one of its channels (a reduction over
+        channels, e.g. LayerNormalization); 0 for kinds whose channels are independent."""
+        return 0
+
     def bias_params(self, layer: LayerLike) -> int:
         """``fine_split`` kinds: parameters that belong to the reduction vertex (the bias)."""
         return 0
