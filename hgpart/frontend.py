@@ -20,38 +20,12 @@ has one record per executed layer.
 
 FLOPs are forward floating-point operations **per sample**, inference mode,
 a multiply-add counted as 2 (the convention of TensorFlow's own counter,
-``tensorflow/python/profiler/internal/flops_registry.py``). Formulas, with
-``Ho, Wo`` the output spatial size, ``Cin`` input channels, ``F`` filters,
-``kh, kw`` kernel size, ``n = Ho*Wo*F`` output elements:
-
-* ``conv2d``: ``2*n*kh*kw*Cin`` (TF ``Conv2D``) + ``n`` if ``use_bias``
-  (TF ``BiasAdd``/``AddV2``) + ``n`` if a fused activation other than linear.
-* ``depthwise_conv2d``: ``2*n*kh*kw`` + bias ``n`` + activation ``n``
-  (``n = Ho*Wo*Cin*depth_multiplier``; TF ``DepthwiseConv2dNative``).
-* ``dense``: ``2*Nin*F`` (TF ``MatMul``) + ``F`` bias + ``F`` activation.
-* ``max_pool``/``avg_pool``: ``ph*pw*n`` (TF ``MaxPool``/``AvgPool``).
-* ``global_avg_pool``/``global_max_pool``: ``H*W*C`` (TF ``Mean``: one add per
-  input element plus one divide per output minus the first add of each output).
-* ``batch_norm`` (inference form, as TF executes it): per channel
-  ``a = gamma*rsqrt(var+eps)`` and ``b = beta - mean*a`` (``3*C`` for add and
-  rsqrt, ``+C`` with ``scale``, ``+2*C`` with ``center``), then ``x*a + b``:
-  ``2*n``.
-* ``activation``: ``n`` (one op per element; ``softmax`` 5 per element like TF's
-  ``Softmax``; ``linear`` 0). TF's counter registers no FLOPs for ``Relu``:
-  this is the one deliberate difference, so activations are not free here.
-* ``add``: ``(inputs-1)*n``. ``input``, ``dropout`` (identity at inference),
-  ``flatten``, ``concat``, ``zero_padding``: 0.
-
-``config`` carries everything a runtime needs to re-execute the layer with raw
-``tf.nn`` ops: ``keras_name`` always; conv: ``filters, kernel_size, strides,
-padding ("same"|"valid"), dilation_rate, use_bias, activation`` (+ activation
-params); depthwise: ``depth_multiplier`` instead of filters; dense: ``units,
-use_bias, activation``; pools: ``pool_size, strides, padding``; global pools:
-``keepdims``; batch_norm: ``epsilon, center, scale, momentum``; activation:
-``activation`` name (``relu``, ``softmax``, ``leaky_relu``, ``elu``, ...) and its
-parameters (``negative_slope``, ``max_value``, ``threshold``, ``alpha``,
-``axis``); dropout: ``rate``; zero_padding: ``padding`` ``[[top, bottom],
-[left, right]]``; concat: ``axis`` (always -1).
+``tensorflow/python/profiler/internal/flops_registry.py``); activations count
+one operation per element (softmax five), where TF's counter registers none.
+Each kind's formula and the ``config`` it records for the runtime are in its
+``convert`` method (:mod:`hgpart.kinds`). A ``SeparableConv2D`` becomes two
+layers, ``<name>.depthwise`` and ``<name>``, which read the Keras layer's
+``depthwise_kernel`` and ``pointwise_kernel``.
 """
 
 from __future__ import annotations

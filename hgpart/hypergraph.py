@@ -10,7 +10,8 @@ map at the given batch size, vertex weights are the profiled work. The
 builder is vectorised: it loops over layers, never over pins, so the
 1.6-million-vertex fine-grain VGG16 graph builds in seconds.
 
-Rules (documented in ``docs/cost-model.md``):
+Rules (documented in ``docs/cost-model.md``; each kind's role, reading
+rule and map sizes come from its definition in :mod:`hgpart.kinds`):
 
 * **Vertices.** The input contributes one vertex per channel. Each *vertex
   layer* (Conv2D, DepthwiseConv2D, Dense, Add) contributes one vertex per

@@ -6,7 +6,9 @@ Usage::
     probs = pm.predict(x)                                    # equals keras_model(x)
     pm.keras_weights()                                       # {layer: {"kernel": ..., ...}} back in Keras layout
 
-How a placement becomes ops (thesis chapter 4, plus the fine grain it never implemented):
+How a placement becomes ops (thesis chapter 4, plus the fine grain it never implemented). Each layer's ops are
+built by its kind's definition (``forward`` / ``make_variables`` in :mod:`hgpart.kinds`); this class gives them
+the placement, the per-part views of every tensor and the per-part variables:
 
 * Every layer output is a :class:`_Split` tensor: for each part ``q`` that owns some of its channels
   (``Placement.channel_parts``) one tensor on ``devices[q]`` holding those channels. ``index[q]`` records the
