@@ -13,8 +13,9 @@ For every family (one model, ``weights=None``, its smallest accepted input, 10 c
    (the default backend, ``auto``, within that time limit);
 3. **trains**: the K = 4 placement folded onto 2 logical devices (parts 0, 1 -> device 0; 2, 3 -> device 1)
    runs in the partitioned runtime: its inference logits (before a final softmax, which is near uniform at
-   initialisation) equal Keras's within 1e-4 (absolute + relative) on a batch of 4, then 2 synchronous Adam
-   steps give finite losses.
+   initialisation) equal Keras's within 1e-4 of the largest logit (absolute when the logits are below 1) on a
+   batch of 4: float32 rounding through 50 to 200 layers in another summation order stays well inside that,
+   a wrong channel or weight does not; and 2 synchronous Adam steps give finite losses.
 
 A step that fails prints its one-line error in the table's last column.
 """
@@ -157,14 +158,15 @@ def _train(row: Row, placement: Path) -> None:
     ours, theirs = _logits(pm, x), _keras_logits(model, x)
     row.max_abs_diff = float(np.max(np.abs(ours - theirs)))
     row.logit_scale = float(np.max(np.abs(theirs)))
-    if not np.allclose(ours, theirs, atol=TOLERANCE, rtol=TOLERANCE):
-        row.error = f"forward differs from Keras by {row.max_abs_diff:.2e}"
-        return
+    forward_ok = row.max_abs_diff <= TOLERANCE * max(1.0, row.logit_scale)
     step = TrainStep(pm, OptimizerSpec("adam"), batch_size=BATCH)
     y = np.arange(BATCH, dtype=np.int32) % 10
     row.losses = [step(x, y) for _ in range(2)]
-    row.trains = all(np.isfinite(row.losses))
-    if not row.trains:
+    finite = bool(np.all(np.isfinite(row.losses)))
+    row.trains = forward_ok and finite
+    if not forward_ok:
+        row.error = f"forward differs from Keras by {row.max_abs_diff:.2e} (max logit {row.logit_scale:.2g})"
+    elif not finite:
         row.error = f"non-finite loss {row.losses}"
 
 
