@@ -5,6 +5,7 @@ Usage::
     python benchmarks/coverage.py                       # every family, prints the Markdown table
     python benchmarks/coverage.py MobileNet Xception    # some families
     python benchmarks/coverage.py --jobs 3 --out benchmarks/results/coverage.md   # 3 families at a time
+    python benchmarks/coverage.py --table-from run1.err run2.err   # the table from the rows runs logged
 
 For every family (one model, ``weights=None``, its smallest accepted input, 10 classes), in a fresh process:
 
@@ -71,6 +72,7 @@ class Row:
     losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
     error: str = ""
+    ran: bool = True
 
 
 def _hgpart(*args: str) -> subprocess.CompletedProcess:
@@ -204,6 +206,9 @@ def table(rows: list[Row]) -> str:
     lines = ["| family | model (input) | compiles | partitions (coarse, K = 4) | trains (2 devices) | note |",
              "|---|---|---|---|---|---|"]
     for r in rows:
+        if not r.ran:
+            lines.append(f"| {r.family} | {r.model} ({r.input}) | not run | not run | not run | {r.error} |")
+            continue
         note = r.error or (f"logits max diff {r.max_abs_diff:.1e} (max logit {r.logit_scale:.2g}), losses "
                            + ", ".join(f"{v:.3f}" for v in r.losses) if r.max_abs_diff is not None else "")
         lines.append(f"| {r.family} | {r.model} ({r.input}) | {yes[r.compiles]} | {yes[r.partitions]} | "
@@ -223,9 +228,25 @@ def _run_child(family: str) -> Row:
     return row
 
 
+def rows_from_logs(paths: list[str]) -> list[Row]:
+    """Rows logged on stderr (``Family: {...}``) by earlier runs, the latest per family, in FAMILIES order."""
+    import ast
+
+    found: dict[str, Row] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            family, _, rest = line.partition(": ")
+            if family in FAMILIES and rest.startswith("{"):
+                found[family] = Row(**ast.literal_eval(rest))
+    return [found.get(f) or Row(f, *FAMILIES[f], ran=False, error="not run in the logged runs") for f in FAMILIES]
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
         print(json.dumps(asdict(run_one(argv[1]))), flush=True)
+        return
+    if argv[:1] == ["--table-from"]:
+        print(table(rows_from_logs(argv[1:])))
         return
     out = None
     if "--out" in argv:
