@@ -6,32 +6,24 @@ Usage::
     kind_of(layer.kind).role            # Role.VERTEX, Role.FUSED, ...
     kind_for_keras_class("Conv2D").name  # "conv2d"
 
-Adding a kind means adding one :class:`~hgpart.kinds.base.LayerKind` subclass to a family module and listing
-it in ``_ALL`` below: the front end, the hypergraph builder, ``Placement.channel_parts`` and the runtime
-all look it up here, and no other module compares kind strings (``tests/test_kinds_registry.py`` checks).
+Adding a kind means adding one :class:`~hgpart.kinds.base.LayerKind` subclass to a family module: defining
+the class registers it (a new family module is added to the import below). The front end, the hypergraph
+builder, ``Placement.channel_parts`` and the runtime all look it up here, and no other module compares kind
+strings (``tests/test_kinds_registry.py`` checks).
 """
 
 from __future__ import annotations
 
 from hgpart.errors import HgpartError
-from hgpart.kinds import channelwise, conv, merge, norm, preprocess, structure
-from hgpart.kinds.base import Converted, FusedKind, KerasCall, LayerKind, Role
+from hgpart.kinds import channelwise, conv, merge, norm, preprocess, structure  # noqa: F401 - they register
+from hgpart.kinds.base import REGISTERED, Converted, FusedKind, KerasCall, LayerKind, Role
 
-__all__ = ["KINDS", "KERAS_CLASSES", "CONVERTERS", "kind_of", "kind_for_keras_class", "LayerKind", "FusedKind", "Role",
-           "KerasCall", "Converted"]
+__all__ = ["KINDS", "KERAS_CLASSES", "CONVERTERS", "kind_of", "kind_for_keras_class", "LayerKind", "FusedKind",
+           "Role", "KerasCall", "Converted"]
 
-_ALL: tuple[LayerKind, ...] = (
-    structure.Input(), structure.Flatten(), structure.Concat(),
-    conv.Conv2D(), conv.DepthwiseConv2D(), conv.Dense(),
-    merge.Add(), merge.Multiply(), merge.Subtract(), merge.Average(), merge.Maximum(), merge.Minimum(),
-    channelwise.Pool(), channelwise.AvgPool(), channelwise.GlobalPool(), channelwise.GlobalAvgPool(),
-    channelwise.BatchNorm(), channelwise.Activation(), channelwise.Dropout(), channelwise.ZeroPadding(),
-    channelwise.Cropping(), channelwise.UpSampling(),
-    conv.Conv2DTranspose(), merge.ScaledAdd(), structure.Reshape(), structure.Permute(),
-    preprocess.Rescaling(), preprocess.Normalization(), preprocess.ConstantOp(), norm.LayerNorm(),
-)
+_ALL: tuple[LayerKind, ...] = tuple(k for k in REGISTERED if not k.front_end_only)
 #: front-end only: Keras classes converted into layers of registered kinds (SeparableConv2D -> two layers)
-CONVERTERS: tuple[LayerKind, ...] = (conv.SeparableConv2D(),)
+CONVERTERS: tuple[LayerKind, ...] = tuple(k for k in REGISTERED if k.front_end_only)
 
 #: kind name -> its definition
 KINDS: dict[str, LayerKind] = {k.name: k for k in _ALL}

@@ -34,7 +34,7 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 
-__all__ = ["Role", "LayerLike", "KerasCall", "Converted", "LayerKind", "FusedKind", "spatial", "pair"]
+__all__ = ["REGISTERED", "Role", "LayerLike", "KerasCall", "Converted", "LayerKind", "FusedKind", "spatial", "pair"]
 
 
 class Role(Enum):
@@ -139,8 +139,16 @@ class Converted:
     output_shape: tuple[int, ...] | None = None
 
 
+#: every concrete kind, in definition order (a subclass that sets ``name`` registers itself)
+REGISTERED: list[LayerKind] = []
+
+
 class LayerKind:
-    """One layer kind. Subclasses set the class attributes and override what differs from the defaults."""
+    """One layer kind. Subclasses set the class attributes and override what differs from the defaults.
+
+    Defining a subclass with its own ``name`` registers one instance of it (``REGISTERED``), so a new kind
+    is one class in a family module and nothing else.
+    """
 
     name: ClassVar[str]
     role: ClassVar[Role]
@@ -154,6 +162,13 @@ class LayerKind:
     allocates: ClassVar[bool] = True
     #: one line for the docs: what crosses devices
     rule: ClassVar[str] = ""
+    #: a front-end converter into layers of other kinds (SeparableConv2D), not a kind of the layer graph
+    front_end_only: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            REGISTERED.append(cls())
 
     # ---------------------------------------------------------------- front end
     def convert(self, call: KerasCall) -> list[Converted]:

@@ -353,6 +353,7 @@ class SeparableConv2D(LayerKind):
 
     name = "separable_conv2d"
     role = Role.VERTEX
+    front_end_only = True
     keras_classes = ("SeparableConv2D",)
     rule = "a depthwise part (channel j // multiplier) then a pointwise Conv2D part (every channel)"
 
