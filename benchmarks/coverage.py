@@ -237,7 +237,9 @@ def rows_from_logs(paths: list[str]) -> list[Row]:
         for line in Path(path).read_text().splitlines():
             family, _, rest = line.partition(": ")
             if family in FAMILIES and rest.startswith("{"):
-                found[family] = Row(**ast.literal_eval(rest))
+                row = Row(**ast.literal_eval(rest))
+                if not row.error.startswith("crashed: exit -"):  # a run stopped by a signal is no result
+                    found[family] = row
     return [found.get(f) or Row(f, *FAMILIES[f], ran=False, error="not run in the logged runs") for f in FAMILIES]
 
 
