@@ -10,7 +10,8 @@ map at the given batch size, vertex weights are the profiled work. The
 builder is vectorised: it loops over layers, never over pins, so the
 1.6-million-vertex fine-grain VGG16 graph builds in seconds.
 
-Rules (documented in ``docs/cost-model.md``):
+Rules (documented in ``docs/cost-model.md``; each kind's role, reading
+rule and map sizes come from its definition in :mod:`hgpart.kinds`):
 
 * **Vertices.** The input contributes one vertex per channel. Each *vertex
   layer* (Conv2D, DepthwiseConv2D, Dense, Add) contributes one vertex per
@@ -48,7 +49,8 @@ from typing import Literal
 import numpy as np
 
 from hgpart.errors import HgpartError
-from hgpart.layergraph import LayerGraph
+from hgpart.kinds import Role
+from hgpart.layergraph import Layer, LayerGraph
 
 __all__ = [
     "VertexBlock",
@@ -121,7 +123,7 @@ class VertexBlock:
 
 @dataclass
 class Hypergraph:
-    """A hypergraph in CSR form with the data the metrics need.
+    """A hypergraph in CSR form with the data the metrics need (its arrays are read-only).
 
     ``net_cost`` is in bytes at ``batch_size``; ``vertex_weight`` in the
     profile's work unit. ``net_root`` is the producer (broadcast nets) or the
@@ -146,6 +148,10 @@ class Hypergraph:
     _block_index: dict[tuple[str, str], VertexBlock] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        # read-only, so caches keyed on the object (partitioners/_memo.py) can never serve a changed graph
+        for arr in (self.vertex_weight, self.vertex_params, self.vertex_act_bytes, self.net_ptr, self.net_pins,
+                    self.net_cost, self.net_root, self.net_kind):
+            arr.setflags(write=False)
         self._block_index = {(b.layer, b.role): b for b in self.blocks}
 
     @property
@@ -256,6 +262,208 @@ def _merge_parallel_nets(
     return (new_id[pnet[sel]], pv[sel], counts[rep], merged_cost, root[rep], kind[rep])
 
 
+class _Builder:
+    """The state of one build: vertex blocks, the vertex owning every channel, then pins and nets."""
+
+    def __init__(self, graph: LayerGraph, work: dict[str, float], *, batch_size: int, grain: str, group: int,
+                 channel_group: int, dtype_bytes: int) -> None:
+        self.graph = graph
+        self.work = work
+        self.B, self.d = int(batch_size), int(dtype_bytes)
+        self.grain, self.group, self.channel_group = grain, group, channel_group
+        self.blocks: list[VertexBlock] = []
+        self.by_role: dict[tuple[str, str], VertexBlock] = {}
+        self.out_vertex: dict[str, np.ndarray] = {}
+        self.fine_split: set[str] = set()
+        self.nv = 0
+        self.src: dict[str, np.ndarray] = {}  # the vertex owning every channel of every tensor
+        self.elems: dict[str, int] = {}  # values per channel of every tensor
+        self.pin_net: list[np.ndarray] = []
+        self.pin_v: list[np.ndarray] = []
+        self.costs: list[np.ndarray] = []
+        self.roots: list[np.ndarray] = []
+        self.kinds: list[np.ndarray] = []
+        self.nn = 0
+
+    def add_block(self, layer: str, role: str, extent: tuple[int, ...], grp: tuple[int, ...]) -> VertexBlock:
+        blk = VertexBlock(layer, role, self.nv, extent, grp)
+        self.blocks.append(blk)
+        self.by_role[(layer, role)] = blk
+        self.nv = blk.stop
+        return blk
+
+    # ---- 1. vertex blocks and the vertex producing every output channel
+    def make_vertices(self) -> None:
+        for layer in self.graph.layers:
+            role = layer.definition.role
+            if role is Role.INPUT:
+                blk = self.add_block(layer.name, "input", (layer.out_channels,), (1,))
+                self.out_vertex[layer.name] = blk.vertex_of(np.arange(layer.out_channels))
+            elif role is Role.VERTEX:
+                F = layer.out_channels
+                g = min(self.group, F)
+                if self.grain == "fine" and layer.definition.fine_split:
+                    C = layer.in_channels
+                    self.add_block(layer.name, "channel", (F, C), (g, min(self.channel_group, C)))
+                    red = self.add_block(layer.name, "reduce", (F,), (g,))
+                    self.fine_split.add(layer.name)
+                    self.out_vertex[layer.name] = red.vertex_of(np.arange(F))
+                else:
+                    blk = self.add_block(layer.name, "filter", (F,), (g,))
+                    self.out_vertex[layer.name] = blk.vertex_of(np.arange(F))
+
+    # ---- 2. channel sources of every tensor, weights, params, activations
+    def spread_costs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        weight = np.zeros(self.nv, dtype=np.float64)
+        params = np.zeros(self.nv, dtype=np.float64)
+        act = np.zeros(self.nv, dtype=np.float64)
+        for layer in self.graph.layers:
+            w = float(self.work[layer.name])
+            kind = layer.definition
+            role = kind.role
+            in_values = [self.elems[s] for s in layer.inputs]
+            if role in (Role.INPUT, Role.VERTEX):
+                self.src[layer.name] = self.out_vertex[layer.name]
+            elif role is Role.CONCAT:
+                self.src[layer.name] = np.concatenate([self.src[s] for s in layer.inputs])
+            else:  # fused or view: the channels of its input
+                self.src[layer.name] = self.src[layer.inputs[0]]
+            self.elems[layer.name] = kind.values_per_channel(layer, in_values)
+            s = self.src[layer.name]
+            if layer.name in self.fine_split:
+                self._fine_costs(layer, w, weight, params)
+            elif role is Role.VERTEX:
+                F = layer.out_channels
+                np.add.at(weight, s, w / F)
+                np.add.at(params, s, layer.params / F)
+            elif role is not Role.INPUT:
+                np.add.at(weight, s, w / len(s))
+                np.add.at(params, s, layer.params / len(s))
+            if kind.allocates:
+                np.add.at(act, s, float(self.elems[layer.name] * self.B * self.d))
+        return weight, params, act
+
+    def _fine_costs(self, layer: Layer, w: float, weight: np.ndarray, params: np.ndarray) -> None:
+        """Work and kernel on the channel vertices, the bias on the reduction vertices."""
+        ch = self.by_role[(layer.name, "channel")]
+        red = self.by_role[(layer.name, "reduce")]
+        F, C = ch.extent
+        sizes = ch.group_sizes().ravel()
+        weight[ch.start : ch.stop] += w * sizes / (F * C)
+        bias = layer.definition.bias_params(layer)
+        params[ch.start : ch.stop] += (layer.params - bias) * sizes / (F * C)
+        params[red.start : red.stop] += (bias / F) * red.group_sizes()
+
+    # ---- 3. nets: one per (tensor read by a vertex layer, producing vertex)
+    def make_nets(self) -> None:
+        readers: set[str] = {t for layer in self.graph.layers if layer.is_vertex_layer for t in layer.inputs}
+        net_of_channel: dict[str, np.ndarray] = {}
+        grouped = self.group > 1 or self.channel_group > 1
+        for t in (layer.name for layer in self.graph.layers if layer.name in readers):
+            if grouped:
+                # one net per channel: channels of one grouped vertex may have different readers (fine-grain
+                # channel vertices, depthwise, Add); identical ones are merged by _merge_parallel_nets below
+                uniq, inv = self.src[t], np.arange(len(self.src[t]))
+            else:
+                uniq, inv = np.unique(self.src[t], return_inverse=True)
+            count = np.bincount(inv, minlength=len(uniq))
+            net_of_channel[t] = self.nn + inv
+            self._add_nets(uniq, count.astype(np.float64) * self.elems[t] * self.B * self.d, BROADCAST, uniq)
+        for layer in self.graph.layers:
+            if layer.is_vertex_layer:
+                self._reader_pins(layer, net_of_channel)
+                self._stats_net(layer)
+
+    def _stats_net(self, layer: Layer) -> None:
+        """A reduction over channels (LayerNormalization): one net over all of the layer's vertices."""
+        values = layer.definition.stats_cost(layer)
+        if values == 0:
+            return
+        blk = self.by_role[(layer.name, "filter")]
+        ids = self._add_nets(np.array([blk.start]), np.array([float(values * self.B * self.d)]), BROADCAST, None)
+        self.pin_net.append(np.repeat(ids, blk.size))
+        self.pin_v.append(np.arange(blk.start, blk.stop))
+
+    def _add_nets(self, roots: np.ndarray, cost: np.ndarray, kind: int, pins: np.ndarray | None) -> np.ndarray:
+        """Append ``len(roots)`` nets (with one pin each from ``pins`` when given); returns their ids."""
+        ids = self.nn + np.arange(len(roots))
+        if pins is not None:
+            self.pin_net.append(ids)
+            self.pin_v.append(pins)
+        self.roots.append(roots)
+        self.costs.append(cost)
+        self.kinds.append(np.full(len(roots), kind, dtype=np.int8))
+        self.nn += len(roots)
+        return ids
+
+    def _reader_pins(self, layer: Layer, net_of_channel: dict[str, np.ndarray]) -> None:
+        """Pins of ``layer``'s vertices on the nets of the channels they read (its kind's reading rule)."""
+        read = layer.definition.read_map(layer)
+        if read is not None:
+            for t, shape in zip(layer.inputs, layer.input_shapes, strict=True):
+                if len(self.src[t]) != shape[-1]:
+                    raise HgpartError(f"layer {layer.name!r} reads {shape[-1]} channels of {t!r}, which has "
+                                      f"{len(self.src[t])}", where=f"model {self.graph.name}")
+                self.pin_net.append(net_of_channel[t][read])
+                self.pin_v.append(self.out_vertex[layer.name])
+            return
+        nets_t = net_of_channel[layer.inputs[0]]
+        if layer.name in self.fine_split:
+            self._fine_pins(layer, nets_t)
+        else:  # every vertex reads every channel
+            blk = self.by_role[(layer.name, "filter")]
+            un = np.unique(nets_t)
+            self.pin_net.append(np.repeat(un, blk.size))
+            self.pin_v.append(np.tile(np.arange(blk.start, blk.stop), len(un)))
+
+    def _fine_pins(self, layer: Layer, nets_t: np.ndarray) -> None:
+        """Channel vertex (j, k) reads channel k; reduction net j joins filter j's channel vertices and r_j."""
+        ch = self.by_role[(layer.name, "channel")]
+        red = self.by_role[(layer.name, "reduce")]
+        C = ch.extent[1]
+        if len(nets_t) != C:
+            raise HgpartError(
+                f"layer {layer.name!r} expects {C} input channels but its input has {len(nets_t)}",
+                where=f"model {self.graph.name}",
+            )
+        nfg, ncg = ch.shape
+        J = np.arange(nfg)[:, None]
+        k = np.arange(C)[None, :]
+        self.pin_net.append(np.broadcast_to(nets_t[None, :], (nfg, C)).ravel())
+        self.pin_v.append((ch.start + J * ncg + k // ch.group[1]).ravel())
+        ids = self._add_nets(red.start + np.arange(nfg),
+                             red.group_sizes() * _spatial(layer.output_shape) * self.B * self.d, REDUCE, None)
+        self.pin_net.append(np.repeat(ids, ncg + 1))
+        self.pin_v.append(np.concatenate([ch.start + J * ncg + np.arange(ncg)[None, :], red.start + J], axis=1).ravel())
+
+    # ---- 4. the CSR, without uncuttable nets, grouped nets merged
+    def csr(self) -> tuple[np.ndarray, ...]:
+        nv, nn = self.nv, self.nn
+        net_cost = np.concatenate(self.costs) if self.costs else np.zeros(0)
+        net_root = np.concatenate(self.roots).astype(np.int64) if self.roots else np.zeros(0, np.int64)
+        net_kind = np.concatenate(self.kinds) if self.kinds else np.zeros(0, np.int8)
+        if self.pin_net:
+            keys = sorted_unique(np.concatenate(self.pin_net).astype(np.int64) * nv
+                                 + np.concatenate(self.pin_v).astype(np.int64))
+            pnet, pv = np.divmod(keys, nv)
+        else:
+            pnet = pv = np.zeros(0, np.int64)
+        counts = np.bincount(pnet, minlength=nn)
+        keep = counts >= 2  # drop nets whose pins are all one vertex (cannot be cut)
+        if not keep.all():
+            remap = np.cumsum(keep) - 1
+            pin_keep = keep[pnet]
+            pnet, pv = remap[pnet[pin_keep]], pv[pin_keep]
+            net_cost, net_root, net_kind, counts = net_cost[keep], net_root[keep], net_kind[keep], counts[keep]
+        if self.group > 1 or self.channel_group > 1:
+            pnet, pv, counts, net_cost, net_root, net_kind = _merge_parallel_nets(
+                pnet, pv, counts, net_cost, net_root, net_kind
+            )
+        net_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=net_ptr[1:])
+        return net_ptr, pv.astype(np.int64), net_cost, net_root, net_kind
+
+
 def build_hypergraph(
     graph: LayerGraph,
     work: dict[str, float],
@@ -286,218 +494,26 @@ def build_hypergraph(
             fix="use a profile made for this model",
         )
     t0 = time.perf_counter()
-    B, d = int(batch_size), int(dtype_bytes)
-
-    # ---- 1. vertex blocks and the vertex producing every output channel
-    blocks: list[VertexBlock] = []
-    by_role: dict[tuple[str, str], VertexBlock] = {}
-    out_vertex: dict[str, np.ndarray] = {}
-    nv = 0
-
-    def add_block(layer: str, role: str, extent: tuple[int, ...], grp: tuple[int, ...]) -> VertexBlock:
-        nonlocal nv
-        blk = VertexBlock(layer, role, nv, extent, grp)
-        blocks.append(blk)
-        by_role[(layer, role)] = blk
-        nv = blk.stop
-        return blk
-
-    fine_conv: set[str] = set()
-    for layer in graph.layers:
-        if layer.kind == "input":
-            blk = add_block(layer.name, "input", (layer.out_channels,), (1,))
-            out_vertex[layer.name] = blk.vertex_of(np.arange(layer.out_channels))
-        elif layer.is_vertex_layer:
-            F = layer.out_channels
-            g = min(group, F)
-            if grain == "fine" and layer.kind == "conv2d":
-                C = layer.in_channels
-                add_block(layer.name, "channel", (F, C), (g, min(channel_group, C)))
-                red = add_block(layer.name, "reduce", (F,), (g,))
-                fine_conv.add(layer.name)
-                out_vertex[layer.name] = red.vertex_of(np.arange(F))
-            else:
-                blk = add_block(layer.name, "filter", (F,), (g,))
-                out_vertex[layer.name] = blk.vertex_of(np.arange(F))
-
-    weight = np.zeros(nv, dtype=np.float64)
-    params = np.zeros(nv, dtype=np.float64)
-    act = np.zeros(nv, dtype=np.float64)
-
-    # ---- 2. channel sources of every tensor, weights, params, activations
-    src: dict[str, np.ndarray] = {}
-    elems: dict[str, int] = {}
-    for layer in graph.layers:
-        w = float(work[layer.name])
-        if layer.kind == "input":
-            src[layer.name] = out_vertex[layer.name]
-            elems[layer.name] = _spatial(layer.output_shape)
-        elif layer.is_vertex_layer:
-            F = layer.out_channels
-            src[layer.name] = out_vertex[layer.name]
-            elems[layer.name] = _spatial(layer.output_shape)
-            if layer.name in fine_conv:
-                ch = by_role[(layer.name, "channel")]
-                red = by_role[(layer.name, "reduce")]
-                C = ch.extent[1]
-                sizes = ch.group_sizes().ravel()
-                weight[ch.start : ch.stop] += w * sizes / (F * C)
-                bias = F if layer.config.get("use_bias", True) else 0
-                params[ch.start : ch.stop] += (layer.params - bias) * sizes / (F * C)
-                params[red.start : red.stop] += (bias / F) * red.group_sizes()
-            else:
-                np.add.at(weight, out_vertex[layer.name], w / F)
-                np.add.at(params, out_vertex[layer.name], layer.params / F)
-        elif layer.kind == "concat":
-            src[layer.name] = np.concatenate([src[s] for s in layer.inputs])
-            sizes = {elems[s] for s in layer.inputs}
-            if len(sizes) != 1:
-                raise HgpartError(
-                    f"layer {layer.name!r} concatenates maps of different spatial sizes {sorted(sizes)}",
-                    where=f"model {graph.name}", fix="only channel-axis concatenation is supported",
-                )
-            elems[layer.name] = sizes.pop()
-        elif layer.kind == "flatten":
-            src[layer.name] = src[layer.inputs[0]]
-            elems[layer.name] = elems[layer.inputs[0]]
-        else:  # per-channel layer
-            src[layer.name] = src[layer.inputs[0]]
-            if layer.kind in ("global_avg_pool", "global_max_pool"):
-                elems[layer.name] = 1
-            elif len(layer.output_shape) >= 2:
-                elems[layer.name] = _spatial(layer.output_shape)
-            else:  # per-feature layer after Flatten or Dense
-                elems[layer.name] = elems[layer.inputs[0]]
-        s = src[layer.name]
-        if not layer.is_vertex_layer and layer.kind != "input":
-            np.add.at(weight, s, w / len(s))
-            np.add.at(params, s, layer.params / len(s))
-        if layer.kind != "flatten":  # Flatten is a view, it allocates nothing
-            np.add.at(act, s, float(elems[layer.name] * B * d))
-
-    # ---- 3. nets: one per (tensor read by a vertex layer, producing vertex)
-    readers: dict[str, list[str]] = {}
-    for layer in graph.layers:
-        if layer.is_vertex_layer:
-            for t in layer.inputs:
-                readers.setdefault(t, [])
-                if layer.name not in readers[t]:
-                    readers[t].append(layer.name)
-
-    pin_net: list[np.ndarray] = []
-    pin_v: list[np.ndarray] = []
-    costs: list[np.ndarray] = []
-    roots: list[np.ndarray] = []
-    kinds: list[np.ndarray] = []
-    net_of_channel: dict[str, np.ndarray] = {}
-    nn = 0
-    for t in (layer.name for layer in graph.layers if layer.name in readers):
-        if group > 1 or channel_group > 1:
-            # one net per channel: channels of one grouped vertex may have different readers (fine-grain
-            # channel vertices, depthwise, Add); identical ones are merged by _merge_parallel_nets below
-            uniq, inv = src[t], np.arange(len(src[t]))
-        else:
-            uniq, inv = np.unique(src[t], return_inverse=True)
-        count = np.bincount(inv, minlength=len(uniq))
-        net_of_channel[t] = nn + inv
-        ids = nn + np.arange(len(uniq))
-        pin_net.append(ids)
-        pin_v.append(uniq)
-        roots.append(uniq)
-        costs.append(count.astype(np.float64) * elems[t] * B * d)
-        kinds.append(np.full(len(uniq), BROADCAST, dtype=np.int8))
-        nn += len(uniq)
-
-    for layer in graph.layers:
-        if not layer.is_vertex_layer:
-            continue
-        F = layer.out_channels
-        if layer.kind == "add":
-            for t in layer.inputs:
-                if len(src[t]) != F:
-                    raise HgpartError(
-                        f"Add layer {layer.name!r} adds {len(src[t])} channels to {F}",
-                        where=f"model {graph.name}",
-                    )
-                pin_net.append(net_of_channel[t])
-                pin_v.append(out_vertex[layer.name])
-            continue
-        t = layer.inputs[0]
-        nets_t = net_of_channel[t]
-        if layer.kind == "depthwise_conv2d":
-            C = len(src[t])
-            mult = F // C
-            pin_net.append(nets_t[np.arange(F) // mult])
-            pin_v.append(out_vertex[layer.name])
-        elif layer.name in fine_conv:
-            ch = by_role[(layer.name, "channel")]
-            red = by_role[(layer.name, "reduce")]
-            C = ch.extent[1]
-            if len(nets_t) != C:
-                raise HgpartError(
-                    f"layer {layer.name!r} expects {C} input channels but its input has {len(nets_t)}",
-                    where=f"model {graph.name}",
-                )
-            nfg, ncg = ch.shape
-            J = np.arange(nfg)[:, None]
-            k = np.arange(C)[None, :]
-            pin_net.append(np.broadcast_to(nets_t[None, :], (nfg, C)).ravel())
-            pin_v.append((ch.start + J * ncg + k // ch.group[1]).ravel())
-            # reduction nets: channel vertices of filter group J plus r_J
-            ids = nn + np.arange(nfg)
-            pin_net.append(np.repeat(ids, ncg + 1))
-            pin_v.append(
-                np.concatenate(
-                    [ch.start + J * ncg + np.arange(ncg)[None, :], red.start + J], axis=1
-                ).ravel()
-            )
-            roots.append(red.start + np.arange(nfg))
-            costs.append(red.group_sizes() * _spatial(layer.output_shape) * B * d)
-            kinds.append(np.full(nfg, REDUCE, dtype=np.int8))
-            nn += nfg
-        else:  # conv2d coarse, dense: every vertex reads every channel
-            blk = by_role[(layer.name, "filter")]
-            un = np.unique(nets_t)
-            pin_net.append(np.repeat(un, blk.size))
-            pin_v.append(np.tile(np.arange(blk.start, blk.stop), len(un)))
-
-    net_cost = np.concatenate(costs) if costs else np.zeros(0)
-    net_root = np.concatenate(roots).astype(np.int64) if roots else np.zeros(0, np.int64)
-    net_kind = np.concatenate(kinds) if kinds else np.zeros(0, np.int8)
-    if pin_net:
-        keys = sorted_unique(np.concatenate(pin_net).astype(np.int64) * nv + np.concatenate(pin_v).astype(np.int64))
-        pnet, pv = np.divmod(keys, nv)
-    else:
-        pnet = pv = np.zeros(0, np.int64)
-    counts = np.bincount(pnet, minlength=nn)
-    # drop nets whose pins are all one vertex (cannot be cut)
-    keep = counts >= 2
-    if not keep.all():
-        remap = np.cumsum(keep) - 1
-        pin_keep = keep[pnet]
-        pnet, pv = remap[pnet[pin_keep]], pv[pin_keep]
-        net_cost, net_root, net_kind, counts = net_cost[keep], net_root[keep], net_kind[keep], counts[keep]
-    if group > 1 or channel_group > 1:
-        pnet, pv, counts, net_cost, net_root, net_kind = _merge_parallel_nets(
-            pnet, pv, counts, net_cost, net_root, net_kind
-        )
-    net_ptr = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=net_ptr[1:])
-
+    b = _Builder(graph, work, batch_size=batch_size, grain=grain, group=group, channel_group=channel_group,
+                 dtype_bytes=dtype_bytes)
+    b.make_vertices()
+    weight, params, act = b.spread_costs()
+    b.make_nets()
+    net_ptr, net_pins, net_cost, net_root, net_kind = b.csr()
     return Hypergraph(
         model=graph.name,
         grain=grain,
-        batch_size=B,
+        batch_size=b.B,
         work_unit=work_unit,
         vertex_weight=weight,
         vertex_params=params,
         vertex_act_bytes=act,
         net_ptr=net_ptr,
-        net_pins=pv.astype(np.int64),
+        net_pins=net_pins,
         net_cost=net_cost,
         net_root=net_root,
         net_kind=net_kind,
-        blocks=blocks,
+        blocks=b.blocks,
         build_seconds=time.perf_counter() - t0,
         fingerprint=graph.fingerprint(),
     )

@@ -12,18 +12,9 @@ compiler can run without importing TensorFlow and a placement file can carry
 the whole graph it was made for. Shapes exclude the batch axis and are
 channels-last, as in Keras.
 
-Layer kinds and how they treat channels (the rule every builder and the
-runtime follow):
-
-* ``input`` - the model's input; its channels are vertices of their own.
-* ``conv2d``, ``depthwise_conv2d``, ``dense``, ``add`` - *vertex layers*: each
-  output channel is a task (a hypergraph vertex).
-* ``max_pool``, ``avg_pool``, ``global_max_pool``, ``global_avg_pool``,
-  ``batch_norm``, ``activation``, ``dropout``, ``zero_padding`` - per-channel
-  layers, fused into the vertex that produced the channel.
-* ``flatten`` - keeps the channels of its input, each now holding ``H*W``
-  values (Keras flattens ``(h, w, c)`` row-major).
-* ``concat`` - concatenates its inputs' channels (channel axis only).
+Layer kinds (``conv2d``, ``batch_norm``, ...) and how each treats channels are
+defined once, in :mod:`hgpart.kinds`; this module only checks that every
+layer's kind is registered there.
 """
 
 from __future__ import annotations
@@ -34,29 +25,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hgpart.errors import HgpartError
+from hgpart.kinds import KINDS, LayerKind, Role, kind_of
 
-__all__ = [
-    "Layer",
-    "LayerGraph",
-    "VERTEX_KINDS",
-    "PER_CHANNEL_KINDS",
-    "ALL_KINDS",
-]
-
-VERTEX_KINDS = frozenset({"conv2d", "depthwise_conv2d", "dense", "add"})
-PER_CHANNEL_KINDS = frozenset(
-    {
-        "max_pool",
-        "avg_pool",
-        "global_max_pool",
-        "global_avg_pool",
-        "batch_norm",
-        "activation",
-        "dropout",
-        "zero_padding",
-    }
-)
-ALL_KINDS = VERTEX_KINDS | PER_CHANNEL_KINDS | {"input", "flatten", "concat"}
+__all__ = ["Layer", "LayerGraph"]
 
 
 @dataclass(frozen=True)
@@ -90,9 +61,14 @@ class Layer:
         return int(self.input_shapes[0][-1]) if self.input_shapes else 0
 
     @property
+    def definition(self) -> LayerKind:
+        """The registered definition of this layer's kind (its rules in every stage)."""
+        return kind_of(self.kind)
+
+    @property
     def is_vertex_layer(self) -> bool:
         """True when each output channel of this layer is a hypergraph vertex."""
-        return self.kind in VERTEX_KINDS
+        return kind_of(self.kind).role is Role.VERTEX
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -185,7 +161,7 @@ class LayerGraph:
         """Check the DAG: one input first, known kinds, inputs defined earlier, one sink."""
         if not self.layers:
             raise HgpartError("the model has no layers", where=f"model {self.name}")
-        if self.layers[0].kind != "input":
+        if self.layers[0].kind not in KINDS or kind_of(self.layers[0].kind).role is not Role.INPUT:
             raise HgpartError(
                 "the first layer must be the input layer",
                 where=f"model {self.name}", fix="give the model exactly one Input",
@@ -193,12 +169,12 @@ class LayerGraph:
         seen: set[str] = set()
         read: set[str] = set()
         for layer in self.layers:
-            if layer.kind not in ALL_KINDS:
+            if layer.kind not in KINDS:
                 raise HgpartError(
                     f"layer {layer.name!r} has unsupported kind {layer.kind!r}",
                     where=f"model {self.name}",
                 )
-            if layer.kind == "input" and layer is not self.layers[0]:
+            if kind_of(layer.kind).role is Role.INPUT and layer is not self.layers[0]:
                 raise HgpartError(
                     f"layer {layer.name!r} is a second input",
                     where=f"model {self.name}", fix="hgpart supports single-input models",

@@ -40,6 +40,7 @@ import numpy as np
 from hgpart.errors import HgpartError
 from hgpart.fileio import read_json, write_json
 from hgpart.hypergraph import Hypergraph, build_hypergraph
+from hgpart.kinds import Role
 from hgpart.layergraph import LayerGraph
 from hgpart.metrics import PartitionMetrics, partition_metrics
 
@@ -213,19 +214,20 @@ class Placement:
     def channel_parts(self) -> dict[str, np.ndarray]:
         """The part that owns (computes and holds) every output channel of every layer.
 
-        Vertex layers: their ``filters`` array. Per-channel layers and Flatten
-        follow their input; Concatenate concatenates. This is the rule the
-        hypergraph builder uses, so the runtime places ops where the model
-        predicted.
+        By the role its kind gives the layer (:mod:`hgpart.kinds`), the rule
+        the hypergraph builder uses: the input and vertex layers own their
+        channels (the ``input`` / ``filters`` arrays), fused layers and views
+        follow their input, a concatenation concatenates.
         """
         owner: dict[str, np.ndarray] = {}
         for layer in self.graph.layers:
             lp = self.layer_parts.get(layer.name, {})
-            if layer.kind == "input":
+            role = layer.definition.role
+            if role is Role.INPUT:
                 owner[layer.name] = lp["input"]
-            elif layer.is_vertex_layer:
+            elif role is Role.VERTEX:
                 owner[layer.name] = lp["filters"]
-            elif layer.kind == "concat":
+            elif role is Role.CONCAT:
                 owner[layer.name] = np.concatenate([owner[s] for s in layer.inputs])
             else:
                 owner[layer.name] = owner[layer.inputs[0]]
@@ -244,11 +246,12 @@ class Placement:
         for layer in self.graph.layers:
             lp = self.layer_parts.get(layer.name, {})
             need: dict[str, tuple[int, ...]] = {}
-            if layer.kind == "input":
+            role = layer.definition.role
+            if role is Role.INPUT:
                 need["input"] = (layer.out_channels,)
-            elif layer.is_vertex_layer:
+            elif role is Role.VERTEX:
                 need["filters"] = (layer.out_channels,)
-                if self.grain == "fine" and layer.kind == "conv2d":
+                if self.grain == "fine" and layer.definition.fine_split:
                     need["channels"] = (layer.out_channels, layer.in_channels)
             for key, shape in need.items():
                 if key not in lp:

@@ -321,7 +321,7 @@ class _Rounds:
             logger.setLevel(level)
 
     def _prepare(self, bar: _RoundBar) -> None:
-        layers = [layer for layer in self.graph.layers if layer.kind != "input"]
+        layers = [layer for layer in self.graph.layers if layer.inputs]
         bar.phase("warming up", len(layers) + int(self.opts.whole_step))
         for layer in layers:
             keras_layer = self.model.get_layer(layer.config.get("keras_name", layer.name))

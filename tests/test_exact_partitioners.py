@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 
@@ -118,7 +119,9 @@ def test_exact_refuses_unequal_filters_and_fine_grain():
     graph = toy_network()
     hg = coarse(graph)
     blk = hg.block("conv1", "filter")
-    hg.vertex_weight[blk.start] *= 2.0
+    weight = hg.vertex_weight.copy()
+    weight[blk.start] *= 2.0
+    hg = dataclasses.replace(hg, vertex_weight=weight)
     with pytest.raises(HgpartError, match="same work"):
         partition(hg, k=2, backend="exact")
     fine = build_hypergraph(graph, unit_work(graph), batch_size=2, grain="fine")
