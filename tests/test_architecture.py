@@ -25,6 +25,7 @@ PACKAGES = {"hgpart": "hgpart", "runtime": "hgpart.runtime"}
 #: the stages in pipeline order, each with its modules (a name covers the module and, for a package, its submodules)
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("hgpart.errors", "hgpart.fileio", "hgpart.notes", "hgpart.quiet")),
+    ("kinds", ("hgpart.kinds",)),
     ("frontend", ("hgpart.layergraph", "hgpart.zoo", "hgpart.frontend", "hgpart.models")),
     ("profile", ("hgpart.profile", "hgpart.profiler", "hgpart.profile_compare", "hgpart.profile_report",
                  "hgpart.timing")),
@@ -36,7 +37,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("commands", ("hgpart.commands", "hgpart.cli")),
 ]
 #: the stages the runtime may import: it shares only the placement file (and the model it names) with the compiler
-RUNTIME_MAY_IMPORT = {"base", "frontend", "placement", "runtime"}
+RUNTIME_MAY_IMPORT = {"base", "kinds", "frontend", "placement", "runtime"}
 #: the only modules outside the runtime that import it: the measured comparison and the commands that train
 RUNTIME_GATEWAYS = {
     "hgpart.compare.measured",  # trains every strategy on the devices
