@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 from hgtoys import toy_network, unit_work
 
 from hgpart.hypergraph import build_hypergraph
@@ -26,11 +27,18 @@ def test_a_new_graph_is_never_served_another_graphs_result() -> None:
     assert memo(c, "k", lambda: "c") == "c"
 
 
-def test_a_graph_changed_in_place_is_served_the_stale_result_until_forget() -> None:
+def test_a_graphs_arrays_cannot_change_in_place() -> None:
+    hg = _coarse()
+    analyze(hg)
+    with pytest.raises(ValueError, match="read-only"):
+        hg.vertex_weight *= 3.0  # the memo's key is the object: its arrays must not change under it
+
+
+def test_a_replaced_array_is_served_the_stale_result_until_forget() -> None:
     hg = _coarse()
     before = analyze(hg)
-    hg.vertex_weight *= 3.0  # in place: same object, new work
-    assert analyze(hg) is before  # the documented limit: the key is the object, not its contents
+    hg.vertex_weight = hg.vertex_weight * 3.0  # same object, new work: the documented limit
+    assert analyze(hg) is before
     assert before.total_weight != float(hg.vertex_weight.sum())
     forget(hg)
     after = analyze(hg)

@@ -7,9 +7,10 @@ depend on K. Entries live exactly as long as the hypergraph object (weak
 reference), so a new graph, even one at the address of a collected one, is
 never served a stale result.
 
-The key is the object, not its contents: a ``Hypergraph`` whose arrays are
-changed in place after a memoised call is served the result computed before
-the change. Build a new hypergraph instead of editing one that has been
+The key is the object, not its contents. A ``Hypergraph``'s arrays are
+read-only, so they cannot change in place; but a ``Hypergraph`` whose array
+attribute is replaced after a memoised call is served the result computed
+before. Build a new hypergraph instead of editing one that has been
 partitioned, or call :func:`forget` on it after editing.
 """
 
