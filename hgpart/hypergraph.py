@@ -200,7 +200,8 @@ class Hypergraph:
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:
-    """Sorted distinct values. numpy 2's hash-based ``np.unique`` is ~10x slower on tens of millions of keys."""
+    """Sorted distinct values, by sort and compare: numpy 2's hash-based ``np.unique`` is much slower on the tens of
+    millions of pin keys a large fine-grain graph has (figures: benchmarks/results/README.md)."""
     keys = np.sort(keys, kind="quicksort")
     if keys.size == 0:
         return keys

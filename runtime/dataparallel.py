@@ -118,7 +118,7 @@ class _Updates:
         self.opt = opt
         self.slots: list[list[Any]] = []
         self.steps: list[Any] = []
-        n = 1 if opt.name == "momentum" else 2
+        n = opt.kind.slot_count
         for v, d in zip(variables, devices, strict=True):
             with tf.device(d):
                 self.slots.append([tf.Variable(tf.zeros_like(v), trainable=False) for _ in range(n)])

@@ -21,6 +21,7 @@ once per micro-batch in order, exactly as sequential Keras calls would.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,22 @@ from hgpart.runtime.partitioned import PartitionedModel, PartVariable
 
 from hgpart.errors import HgpartError
 
-__all__ = ["OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update"]
+__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update"]
 
-OPTIMIZERS = ("momentum", "adam")
+
+class Optimizer(Enum):
+    """The update rule: SGD with momentum or Adam (the value is the name the CLI and the logs use)."""
+
+    MOMENTUM = "momentum"
+    ADAM = "adam"
+
+    @property
+    def slot_count(self) -> int:
+        """Slot variables per parameter: the momentum, or Adam's first and second moments."""
+        return 1 if self is Optimizer.MOMENTUM else 2
+
+
+OPTIMIZERS = tuple(o.value for o in Optimizer)
 
 
 @dataclass(frozen=True)
@@ -50,11 +64,16 @@ class OptimizerSpec:
         if not self.lr > 0:
             raise HgpartError(f"learning rate {self.lr} must be > 0", where="--lr")
 
+    @property
+    def kind(self) -> Optimizer:
+        """The update rule named by ``name`` (checked when the spec is made)."""
+        return Optimizer(self.name)
+
     def keras(self) -> Any:
         """The equivalent Keras optimizer (for single-device reference training)."""
         import keras
 
-        if self.name == "adam":
+        if self.kind is Optimizer.ADAM:
             return keras.optimizers.Adam(self.lr, beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
         return keras.optimizers.SGD(self.lr, momentum=self.momentum)
 
@@ -75,7 +94,7 @@ class TrainStep:
         for i, pv in enumerate(pm.trainable):
             dev = pm.devices[pv.part]
             with tf.device(dev):
-                n = 1 if opt.name == "momentum" else 2
+                n = opt.kind.slot_count
                 self.slots[i] = [tf.Variable(tf.zeros_like(pv.var), trainable=False,
                                              name=f"{pv.var.name.split(':')[0]}_slot{s}") for s in range(n)]
                 if dev not in self.counters:
@@ -157,7 +176,7 @@ def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> 
     """
     import tensorflow as tf
 
-    if o.name == "momentum":
+    if o.kind is Optimizer.MOMENTUM:
         (m,) = slots
         m_new = m * o.momentum - g * o.lr
         m.assign(m_new)

@@ -38,6 +38,18 @@ class Schedule(Enum):
     ASYNC = "async"
     SYNC = "sync"
 
+    @staticmethod
+    def parse(value: str | Schedule, *, where: str = "--mode") -> Schedule:
+        """The schedule called ``value`` (``"async"`` or ``"sync"``; a :class:`Schedule` is returned as it is)."""
+        if isinstance(value, Schedule):
+            return value
+        try:
+            return Schedule(value)
+        except ValueError:
+            names = tuple(s.value for s in Schedule)
+            raise BadOptionError(f"unknown mode {value!r}", where=where, option=where, value=str(value),
+                                 fix=f"use one of {names}") from None
+
 
 class PlacementKind(Enum):
     """How a model-parallel strategy's placement is compiled."""

@@ -45,6 +45,7 @@ from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.partitioned import PartitionedModel, check_keras_model
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
 from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.strategy import Schedule
 from hgpart.runtime.traffic import measure_traffic
 
 from hgpart.errors import HgpartError
@@ -55,7 +56,8 @@ __all__ = ["train", "TrainResult", "RunSettings", "check_settings", "check_datas
            "build_for_placement", "DATASETS", "MODES", "run_pipeline"]
 
 DATASETS = ("synthetic", "digits")
-MODES = ("async", "sync")
+#: the training modes by name, as the CLI and :func:`train` accept them (parsed into :class:`Schedule`)
+MODES = tuple(s.value for s in Schedule)
 
 
 @dataclass
@@ -182,7 +184,7 @@ class RunSettings:
     #: training steps; None until the dataset's size turns ``epochs`` into steps
     steps: int | None
     epochs: float
-    mode: str
+    mode: Schedule
     inflight: int
     dataset: str
     seed: int = 0
@@ -193,15 +195,14 @@ class RunSettings:
 
 
 def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, epochs: float | None,
-                   mode: str, optimizer: str, lr: float, dataset: str, inflight: int | None,
+                   mode: str | Schedule, optimizer: str, lr: float, dataset: str, inflight: int | None,
                    seed: int = 0, trace: str | Path | None = None, log: str | Path | None = None,
                    progress: bool = False, devices: str = "logical") -> RunSettings:
     """Check every setting against the placement, before any TensorFlow work; one HgpartError if one is wrong.
 
     ``None`` means the default: the placement's batch size, K batches in flight, one epoch.
     """
-    if mode not in MODES:
-        raise HgpartError(f"unknown mode {mode!r}", where="--mode", fix=f"use one of {MODES}")
+    schedule = Schedule.parse(mode, where="--mode")
     opt = OptimizerSpec(optimizer, lr)
     if steps is not None and steps < 1:
         raise HgpartError(f"{steps} training steps requested", where="--steps",
@@ -216,11 +217,11 @@ def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, 
                           fix="pass a number >= 1 (or 0 for K)")
     B = int(batch_size or pl.batch_size)
     k_inflight = int(inflight or pl.k)
-    if mode == "sync" and B % k_inflight:
+    if schedule is Schedule.SYNC and B % k_inflight:
         raise HgpartError(f"batch size {B} is not divisible into {k_inflight} micro-batches", where="--mode sync",
                           fix="pass --inflight dividing the batch size")
     check_dataset(dataset, pl.graph.num_classes or 10)
-    return RunSettings(opt=opt, batch_size=B, steps=steps, epochs=float(epochs or 1.0), mode=mode,
+    return RunSettings(opt=opt, batch_size=B, steps=steps, epochs=float(epochs or 1.0), mode=schedule,
                        inflight=k_inflight, dataset=dataset, seed=seed, trace=Path(trace) if trace else None,
                        log=Path(log) if log else None, progress=progress, devices=devices)
 
@@ -232,7 +233,7 @@ def train(
     batch_size: int | None = None,
     steps: int | None = None,
     epochs: float | None = None,
-    mode: str = "async",
+    mode: str | Schedule = "async",
     optimizer: str = "adam",
     lr: float = 1e-3,
     dataset: str = "synthetic",
@@ -278,20 +279,22 @@ def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings
     model = keras_model if keras_model is not None else build_for_placement(pl, seed=run.seed)
     pm = guarded(ds, PartitionedModel, pl, model, ds.devices, host=ds.host)
     step = guarded(ds, TrainStep, pm, run.opt, batch_size=run.batch_size,
-                   micro_batches=run.inflight if run.mode == "sync" else 1)
+                   micro_batches=run.inflight if run.mode is Schedule.SYNC else 1)
     return pm, step
 
 
 def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, x: np.ndarray,
               y: np.ndarray) -> TrainResult:
     assert run.steps is not None
-    B, inflight, mode, seed = run.batch_size, run.inflight, run.mode, run.seed
+    B, seed = run.batch_size, run.seed
+    inflight = run.inflight
+    pipeline_inflight = inflight if run.mode is Schedule.ASYNC else 1
     pm, step = _build_step(pl, ds, keras_model, run)
     traffic = measure_traffic(step)
     guarded(ds, step, x[:B], y[:B])  # warm-up (first call allocates); not counted
     meta = {"placement_model": pl.graph.name, "grain": pl.grain, "method": pl.method, "k": pl.k,
-            "devices": run.devices, "mode": mode, "inflight": inflight, "batch_size": B, "optimizer": run.opt.name,
-            "lr": run.opt.lr, "traffic_bytes": traffic.to_dict()}
+            "devices": run.devices, "mode": run.mode.value, "inflight": inflight, "batch_size": B,
+            "optimizer": run.opt.name, "lr": run.opt.lr, "traffic_bytes": traffic.to_dict()}
     bar = _Bar(run.steps) if run.progress else None
     dtrace = None
     trace = run.trace
@@ -300,14 +303,14 @@ def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, 
 
         def run_traced(n: int) -> None:
             guarded(ds, run_pipeline, step, x, y, steps=n, batch_size=B,
-                    inflight=inflight if mode == "async" else 1, seed=seed + 1)
+                    inflight=pipeline_inflight, seed=seed + 1)
 
         dtrace = capture_device_trace(step, ds, run_traced, trace, steps=max(2, inflight), inflight=inflight,
                                       meta=meta)
     t0 = time.perf_counter()
     try:
         rows = guarded(ds, run_pipeline, step, x, y, steps=run.steps, batch_size=B,
-                       inflight=inflight if mode == "async" else 1, on_step=bar.update if bar else None, seed=seed)
+                       inflight=pipeline_inflight, on_step=bar.update if bar else None, seed=seed)
     finally:
         if bar is not None:
             bar.stop()

@@ -162,6 +162,7 @@ def test_every_coarse_result_carries_a_proven_bound_and_gap() -> None:
 
     from hgpart.hypergraph import build_hypergraph
     from hgpart.metrics import MIB, km1_bytes
+    from hgpart.partitioners.certificate import Certificate
 
     g = tiny_vgg()
     prof = analytic_profile(g, 4)
@@ -175,24 +176,25 @@ def test_every_coarse_result_carries_a_proven_bound_and_gap() -> None:
     for r in coarse:
         c = r.certificate
         vol = r.metrics.comm_volume_mib * MIB
-        assert c["status"] == "ok", (r.label, c)
-        assert 0.0 <= c["lower_bound_bytes"] <= vol + 1e-6
-        assert c["epsilon"] >= max(r.epsilon or 0.0, r.metrics.max_over_avg - 1.0) - 1e-9
-        assert c["gap"] == pytest.approx(vol / c["lower_bound_bytes"] - 1.0) if c["lower_bound_bytes"] > 0 else True
+        assert isinstance(c, Certificate) and c.status == "ok", (r.label, c)
+        assert 0.0 <= c.lower_bound_bytes <= vol + 1e-6
+        assert c.epsilon >= max(r.epsilon or 0.0, r.metrics.max_over_avg - 1.0) - 1e-9
+        assert c.gap == pytest.approx(vol / c.lower_bound_bytes - 1.0) if c.lower_bound_bytes > 0 else True
         # the bound holds for every placement within that imbalance: random balanced ones included
-        cap = (1.0 + c["epsilon"]) * hg.vertex_weight.sum() / r.k
+        cap = (1.0 + c.epsilon) * hg.vertex_weight.sum() / r.k
         for _ in range(200):
             parts = rng.integers(0, r.k, hg.num_vertices)
             if np.bincount(parts, weights=hg.vertex_weight, minlength=r.k).max() <= cap:
-                assert km1_bytes(hg, parts, r.k) >= c["lower_bound_bytes"] - 1e-6
+                assert km1_bytes(hg, parts, r.k) >= c.lower_bound_bytes - 1e-6
                 checked += 1
     assert checked > 100
     # auto proves its coarse K = 2 result optimal on this chain; the naive splits are far from it
     hp2 = cmp.find("hypergraph", "coarse", 2, 0.1)
-    assert hp2.certificate["gap"] == pytest.approx(0.0, abs=1e-9)
+    assert hp2.certificate is not None and hp2.certificate.gap == pytest.approx(0.0, abs=1e-9)
     hz2 = cmp.find("horizontal", "coarse", 2)
-    assert hz2.certificate["gap"] is None or hz2.certificate["gap"] > 0.1 or math.isinf(hz2.certificate["gap"])
-    assert all(not r.certificate for r in cmp.results if r.grain == "fine")
+    hz2_gap = hz2.certificate.gap if hz2.certificate is not None else None
+    assert hz2_gap is None or hz2_gap > 0.1 or math.isinf(hz2_gap)
+    assert all(r.certificate is None for r in cmp.results if r.grain == "fine")
     tables = build_tables(cmp, batch_sizes=[8])
     gaps = next(t for t in tables if t.title.startswith("Coarse grain: gap to the proven optimum"))
     row = next(row for row in gaps.rows if row[0].startswith("Coarse-grain hypergraph"))

@@ -71,7 +71,7 @@ def _ratio(v: float | None) -> str:
 
 def _thesis(r: StaticResult, col: str, fmt: Any = _num) -> str:
     cell = r.thesis.get(col)
-    return fmt(cell["value"]) if cell else "-"
+    return fmt(cell.value) if cell else "-"
 
 
 def _groups(cmp: StaticComparison) -> list[tuple[str, list[StaticResult]]]:
@@ -123,7 +123,7 @@ def build_tables(cmp: StaticComparison, *, images: int = 64000,
                 _ratio(m.max_over_avg_comm), _thesis(r, "comm_volume_mib"), _thesis(r, "max_comm_mib"),
                 _num(m.max_memory_bytes / GIB, 2), *_bound_cells(r),
             ])
-        cites = sorted({c["citation"] for r in rs for c in r.thesis.values()})
+        cites = sorted({c.citation for r in rs for c in r.thesis.values()})
         cap = ("thesis: " + "; ".join(cites)) if cites else ""
         tables.append(Table(f"{label}: computational load balance (work in {unit})",
                             ["N", "Max Work", "Min Work", "Avg. Work", "Max/Min", "Max/Avg", "Max*N",
@@ -150,7 +150,7 @@ def _overview(cmp: StaticComparison, col: str, what: str, fmt: Any) -> Table:
             else:
                 cell = fmt(r.metrics.scalar(col))
                 if col in r.thesis:
-                    cell += f" ({fmt(r.thesis[col]['value'])})"
+                    cell += f" ({fmt(r.thesis[col].value)})"
                 row.append(cell)
         rows.append(row)
     cap = "ours (thesis, Eserol 2019, where printed); n/p = not possible" if cmp.thesis_applies else \
@@ -160,17 +160,25 @@ def _overview(cmp: StaticComparison, col: str, what: str, fmt: Any) -> Table:
 
 def _bound_cells(r: StaticResult) -> list[str]:
     """Proven lower bound (MiB) and gap of a coarse result, "-" where none is proven."""
-    c = r.certificate
-    if c.get("status") != "ok" or c.get("lower_bound_bytes") is None:
+    bound, gap = _proven(r)
+    if bound is None:
         return ["-", "-"]
-    gap = c.get("gap")
-    return [_num(c["lower_bound_bytes"] / MIB), "inf" if gap is None else f"{gap:.1%}"]
+    return [_num(bound / MIB), "inf" if gap is None else f"{gap:.1%}"]
+
+
+def _proven(r: StaticResult) -> tuple[float | None, float | None]:
+    """(proven lower bound in bytes, finite gap) of a result; None where nothing is proven or the gap is infinite."""
+    c = r.certificate
+    if c is None or c.status != "ok" or c.lower_bound_bytes is None:
+        return None, None
+    gap = None if c.gap is None or math.isinf(c.gap) else c.gap
+    return c.lower_bound_bytes, gap
 
 
 def _gap_overview(cmp: StaticComparison) -> Table | None:
     """Optimality gap of every coarse result (proven lower bound of the exact count program), method x N."""
     coarse = [(label, rs) for label, rs in _groups(cmp) if rs and rs[0].grain == "coarse"]
-    if not any(r.certificate.get("status") == "ok" for _, rs in coarse for r in rs):
+    if not any(r.certificate is not None and r.certificate.status == "ok" for _, rs in coarse for r in rs):
         return None
     rows = []
     for label, rs in coarse:
@@ -330,13 +338,12 @@ def result_rows(cmp: StaticComparison) -> list[dict[str, Any]]:
             d[key] = "" if r.metrics is None else getattr(r.metrics, key)
         for key in ("max_over_avg", "comm_volume_mib", "max_comm_mib", "avg_comm_mib", "max_work"):
             cell = r.thesis.get(key)
-            d[f"thesis_{key}"] = "" if cell is None else cell["value"]
-        d["thesis_citation"] = "; ".join(sorted({c["citation"] for c in r.thesis.values()}))
-        c = r.certificate
-        ok = c.get("status") == "ok" and c.get("lower_bound_bytes") is not None
-        d["lower_bound_mib"] = c["lower_bound_bytes"] / MIB if ok else ""
-        d["gap"] = "" if not ok or c.get("gap") is None else c["gap"]
-        d["bound_status"] = c.get("status", "")
+            d[f"thesis_{key}"] = "" if cell is None else cell.value
+        d["thesis_citation"] = "; ".join(sorted({c.citation for c in r.thesis.values()}))
+        bound, gap = _proven(r)
+        d["lower_bound_mib"] = "" if bound is None else bound / MIB
+        d["gap"] = "" if gap is None else gap
+        d["bound_status"] = "" if r.certificate is None else r.certificate.status
         d["placement"] = r.placement or ""
         rows.append(d)
     return rows
@@ -389,7 +396,7 @@ def _series(cmp: StaticComparison, col: str) -> list[tuple[str, list[int], list[
         ok = [r for r in rs if r.status == "ok" and r.metrics is not None]
         if ok:
             out.append((label, [r.k for r in ok], [r.metrics.scalar(col) for r in ok if r.metrics is not None],
-                        [r.thesis[col]["value"] if col in r.thesis else None for r in ok]))
+                        [r.thesis[col].value if col in r.thesis else None for r in ok]))
     return out
 
 

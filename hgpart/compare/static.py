@@ -32,7 +32,7 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,11 @@ from hgpart.hypergraph import Hypergraph, build_hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.metrics import MIB, PartitionMetrics, partition_metrics
 from hgpart.partitioners import BACKENDS, partition
+from hgpart.partitioners.certificate import Certificate, certify, not_computed
 from hgpart.profile import Profile
 
-__all__ = ["METHODS", "GRAINS", "StaticResult", "StaticComparison", "run_static", "THESIS_COLUMNS", "machine_info"]
+__all__ = ["METHODS", "GRAINS", "StaticResult", "ThesisCell", "StaticComparison", "run_static", "THESIS_COLUMNS",
+           "machine_info"]
 
 METHODS = ("layerwise", "horizontal", "incremental", "hypergraph")
 GRAINS = ("coarse", "fine")
@@ -63,6 +65,14 @@ _METRIC_KEEP = (
 )
 
 
+@dataclass(frozen=True)
+class ThesisCell:
+    """The thesis's printed value of one metric for one cell of the grid, and where it is printed."""
+
+    value: float
+    citation: str
+
+
 @dataclass
 class StaticResult:
     """One cell of the grid: a method at one grain, N and epsilon."""
@@ -76,11 +86,12 @@ class StaticResult:
     backend: str = ""
     seconds: float = 0.0
     metrics: PartitionMetrics | None = None  # written to JSON as the _METRIC_KEEP fields
-    thesis: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the thesis's printed values by metric column (empty unless :func:`thesis_applies`)
+    thesis: dict[str, ThesisCell] = field(default_factory=dict)
     placement: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
     #: coarse grain: proven lower bound on the volume and the gap (:mod:`hgpart.partitioners.certificate`)
-    certificate: dict[str, Any] = field(default_factory=dict)
+    certificate: Certificate | None = None
     parts: np.ndarray | None = field(default=None, repr=False)  # in memory only (placements, heat-map)
 
     @property
@@ -98,6 +109,8 @@ class StaticResult:
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "parts"}
         d["metrics"] = None if self.metrics is None else self.metrics.to_dict(_METRIC_KEEP)
+        d["thesis"] = {col: asdict(cell) for col, cell in self.thesis.items()}
+        d["certificate"] = {} if self.certificate is None else self.certificate.to_dict()
         d["label"] = self.label
         return d
 
@@ -220,12 +233,12 @@ def _plan(methods: Sequence[str], grains: Sequence[str], ks: Sequence[int],
     return tasks
 
 
-def _thesis_cells(method: str, grain: str, eps: float | None, k: int) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _thesis_cells(method: str, grain: str, eps: float | None, k: int) -> dict[str, ThesisCell]:
+    out: dict[str, ThesisCell] = {}
     for col in THESIS_COLUMNS:
         hit = thesis_value(method, grain, eps, k, col)
         if hit is not None:
-            out[col] = {"value": hit[0], "citation": hit[1]}
+            out[col] = ThesisCell(value=hit[0], citation=hit[1])
     return out
 
 
@@ -303,18 +316,16 @@ def run_static(
 
 
 def _certificate(hg: Hypergraph, res: StaticResult, k: int, eps: float | None,
-                 time_limit: float | None) -> dict[str, Any]:
+                 time_limit: float | None) -> Certificate:
     """The proven lower bound and gap of one coarse result, at the imbalance it reached (see certificate)."""
-    from hgpart.partitioners.certificate import certify, not_computed
-
     m = res.metrics
     known = res.provenance.get("lower_bound_bytes")
     if time_limit is None and known is None:
-        return not_computed("no --bound-time-limit").to_dict()
+        return not_computed("no --bound-time-limit")
     assert m is not None  # certified only when the run is "ok"
     cert = certify(hg, k=k, epsilon=eps or 0.0, volume_bytes=m.comm_volume_mib * MIB,
                    max_over_avg=m.max_over_avg, known_bound=known, time_limit=time_limit or 0.0)
-    return cert.to_dict()
+    return cert
 
 
 def _budget_reason(method: str, budget: float | None, t_start: float) -> str:
