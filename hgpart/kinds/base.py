@@ -26,6 +26,7 @@ This module imports nothing of hgpart but the error type: every stage imports it
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Protocol
@@ -226,7 +227,7 @@ class LayerKind:
         return (layer.out_channels,)
 
 
-class FusedKind(LayerKind):
+class FusedKind(LayerKind, ABC):
     """A per-channel layer: each part applies it to the channels it owns, no communication."""
 
     role = Role.FUSED
@@ -235,9 +236,9 @@ class FusedKind(LayerKind):
         # a per-feature layer after Flatten or Dense keeps its input's values per channel
         return spatial(layer.output_shape) if len(layer.output_shape) >= 2 else in_values[0]
 
+    @abstractmethod
     def apply(self, rt: Any, layer: LayerLike, q: int, y: Any, training: bool, bn_stats: list | None) -> Any:
         """The op on part ``q``'s tensor ``y`` (already on ``q``'s device)."""
-        raise NotImplementedError
 
     def forward(self, rt: Any, layer: LayerLike, x: Any, vals: dict[str, Any], views: dict, training: bool,
                 bn_stats: list | None, scope: str) -> dict[int, Any]:

@@ -7,6 +7,7 @@ squeeze-and-excitation block) is broadcast over the spatial axes: its nets cost 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -17,7 +18,7 @@ from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role
 __all__ = ["Merge", "Add", "Multiply", "Subtract", "Average", "Maximum", "Minimum", "ScaledAdd"]
 
 
-class Merge(LayerKind):
+class Merge(LayerKind, ABC):
     """Base of the element-wise merges; subclasses name the op."""
 
     role = Role.VERTEX
@@ -42,9 +43,9 @@ class Merge(LayerKind):
     def read_map(self, layer: LayerLike) -> np.ndarray | None:
         return np.arange(layer.out_channels)
 
+    @abstractmethod
     def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
         """The merge of the parts' column-aligned input slices."""
-        raise NotImplementedError
 
     def forward(self, rt: Any, layer: LayerLike, x: Any, vals: dict[str, Any], views: dict, training: bool,
                 bn_stats: list | None, scope: str) -> dict[int, Any]:
