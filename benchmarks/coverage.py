@@ -140,7 +140,7 @@ def _train(row: Row, placement: Path) -> None:
 
     ds = open_devices("logical", 2, inter_op=2)
     import keras
-    from hgpart.runtime.partitioned import PartitionedModel
+    from hgpart.runtime.partitioned import PlacedModel
     from hgpart.runtime.step import OptimizerSpec, TrainStep
 
     from hgpart.models import load_keras_model
@@ -156,7 +156,7 @@ def _train(row: Row, placement: Path) -> None:
     model = load_keras_model(f"keras:{row.model}", input_shape=(row.input, row.input, 3), num_classes=10)
     x = np.random.default_rng(0).normal(size=(BATCH, row.input, row.input, 3)).astype(np.float32)
     _calibrate(model, x.shape[1:])
-    pm = PartitionedModel(pl, model, ds.devices)
+    pm = PlacedModel(pl, model, ds.devices)
     ours, theirs = _logits(pm, x), _keras_logits(model, x)
     row.max_abs_diff = float(np.max(np.abs(ours - theirs)))
     row.logit_scale = float(np.max(np.abs(theirs)))

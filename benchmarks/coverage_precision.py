@@ -84,7 +84,7 @@ def errors(family: str) -> list[LayerError]:
     from hgpart.runtime.devices import open_devices
 
     ds = open_devices("logical", 2, inter_op=2)
-    from hgpart.runtime.partitioned import PartitionedModel
+    from hgpart.runtime.partitioned import PlacedModel
 
     from hgpart.models import load_keras_model
     from hgpart.placement import Placement, load_placement
@@ -100,7 +100,7 @@ def errors(family: str) -> list[LayerError]:
     model = load_keras_model(f"keras:{app}", input_shape=(size, size, 3), num_classes=10)
     x = np.random.default_rng(0).normal(size=(coverage.BATCH, size, size, 3)).astype(np.float32)
     coverage._calibrate(model, x.shape[1:])
-    pm = PartitionedModel(pl, model, ds.devices)
+    pm = PlacedModel(pl, model, ds.devices)
     rec = Recorder(pm)
     pm.forward(x, training=False)  # eager: every layer's output is a concrete tensor
     pm._layer = rec._inner

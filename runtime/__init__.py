@@ -11,10 +11,10 @@ Importing this package does not import TensorFlow; the functions do, when called
 from __future__ import annotations
 
 from hgpart.runtime.devices import DeviceSet, open_devices
-from hgpart.runtime.partitioned import PartitionedModel
+from hgpart.runtime.partitioned import PlacedModel
 from hgpart.runtime.step import OptimizerSpec, TrainStep
 from hgpart.runtime.traffic import Traffic, measure_traffic
 from hgpart.runtime.train import TrainResult, train
 
-__all__ = ["DeviceSet", "open_devices", "PartitionedModel", "OptimizerSpec", "TrainStep", "Traffic",
+__all__ = ["DeviceSet", "open_devices", "PlacedModel", "OptimizerSpec", "TrainStep", "Traffic",
            "measure_traffic", "TrainResult", "train"]

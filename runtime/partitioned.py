@@ -2,7 +2,7 @@
 
 Usage::
 
-    pm = PartitionedModel(placement, keras_model, devices)   # weights copied from the Keras model
+    pm = PlacedModel(placement, keras_model, devices)   # weights copied from the Keras model
     probs = pm.predict(x)                                    # equals keras_model(x)
     pm.keras_weights()                                       # {layer: {"kernel": ..., ...}} back in Keras layout
 
@@ -27,7 +27,7 @@ the placement, the per-part views of every tensor and the per-part variables:
 * Fine-grain compute fidelity: a convolution over the whole box would execute every masked (zero) pair too. So
   the box is covered by a few dense rectangles (:func:`rectangles`: filters with the same channel set form an exact
   rectangle; rectangles are merged while there are more than 4 or a merge wastes <= 5% of the part's MACs), each
-  one convolution over a gathered slice of the input view and kernel. ``PartitionedModel.compute`` gives, per
+  one convolution over a gathered slice of the input view and kernel. ``PlacedModel.compute`` gives, per
   (layer, part), the executed and the assigned forward MACs (exact, from the masks); ``compute_overhead()``
   summarises them. Limitation: placements with more than 64 distinct channel sets in one part's layer (e.g.
   random ones) fall back to the bounding box of the used channels, so they can execute up to that box's MACs.
@@ -51,7 +51,7 @@ from hgpart.kinds.rects import rectangles
 from hgpart.layergraph import Layer
 from hgpart.placement import Placement
 
-__all__ = ["PartitionedModel", "PartVariable", "rectangles", "check_keras_model"]
+__all__ = ["PlacedModel", "PartVariable", "rectangles", "check_keras_model"]
 
 
 def check_keras_model(pl: Placement, keras_model: Any, *, where: str = "placement vs Keras model") -> None:
@@ -107,7 +107,7 @@ def _np_keras_weights(keras_layer: Any, layer: Layer) -> dict[str, np.ndarray]:
     return out
 
 
-class PartitionedModel:
+class PlacedModel:
     """A placement's model as per-part variables and a function building the partitioned graph."""
 
     def __init__(self, placement: Placement, keras_model: Any, devices: list[str], *, host: str | None = None) -> None:

@@ -25,7 +25,7 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
-from hgpart.runtime.partitioned import PartitionedModel, PartVariable
+from hgpart.runtime.partitioned import PartVariable, PlacedModel
 
 from hgpart.errors import HgpartError
 
@@ -81,7 +81,7 @@ class OptimizerSpec:
 class TrainStep:
     """A compiled training step over the partitioned model (see the module docstring)."""
 
-    def __init__(self, pm: PartitionedModel, opt: OptimizerSpec, *, batch_size: int, micro_batches: int = 1) -> None:
+    def __init__(self, pm: PlacedModel, opt: OptimizerSpec, *, batch_size: int, micro_batches: int = 1) -> None:
         import tensorflow as tf
 
         if micro_batches < 1 or batch_size % micro_batches:

@@ -42,7 +42,7 @@ import numpy as np
 from hgpart.runtime.cluster import guarded
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
-from hgpart.runtime.partitioned import PartitionedModel, check_keras_model
+from hgpart.runtime.partitioned import PlacedModel, check_keras_model
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
 from hgpart.runtime.step import OptimizerSpec, TrainStep
 from hgpart.runtime.strategy import Schedule
@@ -74,7 +74,7 @@ class TrainResult:
     predicted_fwd_bytes: float = 0.0
     #: per part: busy fraction in the --trace steps (union of its op intervals / traced wall time); [] untraced
     device_busy: list[float] = field(default_factory=list)
-    #: fine placements: executed / assigned forward MACs of the fine convolutions (PartitionedModel.compute_overhead)
+    #: fine placements: executed / assigned forward MACs of the fine convolutions (PlacedModel.compute_overhead)
     compute: dict[str, Any] = field(default_factory=dict)
     #: files written by --trace (devices_trace.json, pipeline_trace.json)
     trace_files: list[str] = field(default_factory=list)
@@ -271,13 +271,13 @@ def train(
             ds.close()
 
 
-def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings) -> tuple[PartitionedModel, TrainStep]:
+def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings) -> tuple[PlacedModel, TrainStep]:
     """The partitioned model and its compiled step, built on the workers under :func:`guarded`."""
     import tensorflow as tf
 
     tf.config.set_soft_device_placement(False)
     model = keras_model if keras_model is not None else build_for_placement(pl, seed=run.seed)
-    pm = guarded(ds, PartitionedModel, pl, model, ds.devices, host=ds.host)
+    pm = guarded(ds, PlacedModel, pl, model, ds.devices, host=ds.host)
     step = guarded(ds, TrainStep, pm, run.opt, batch_size=run.batch_size,
                    micro_batches=run.inflight if run.mode is Schedule.SYNC else 1)
     return pm, step

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from hgpart.runtime.devices import open_devices
-from hgpart.runtime.partitioned import PartitionedModel
+from hgpart.runtime.partitioned import PlacedModel
 from hgpart.runtime.step import OptimizerSpec, TrainStep
 from hgpart.runtime.traffic import measure_traffic
 from kind_examples import EXAMPLES, squeeze_excite
@@ -102,7 +102,7 @@ def test_kind_walk(example: str, grain: str, tmp_path: Path) -> None:
     for name, arr in pl.channel_parts().items():
         np.testing.assert_array_equal(back.channel_parts()[name], arr)
     x = np.random.default_rng(0).normal(size=(B, 8, 8, 3)).astype(np.float32)
-    pm = PartitionedModel(back, model, DS.devices)
+    pm = PlacedModel(back, model, DS.devices)
     np.testing.assert_allclose(pm.predict(x), np.asarray(model(x, training=False)), atol=1e-4, rtol=1e-4)
 
 
@@ -124,7 +124,7 @@ def test_sync_training_equals_keras(example: str, grain: str) -> None:
     keras.utils.set_random_seed(5)
     model = squeeze_excite(drop=0.0) if example == "squeeze_excite" else EXAMPLES[example]()
     graph = layer_graph_from_keras(model, name=model.name)
-    pm = PartitionedModel(_alternating(graph, grain), model, DS.devices)
+    pm = PlacedModel(_alternating(graph, grain), model, DS.devices)
     spec = OptimizerSpec("adam", lr=1e-2)
     step = TrainStep(pm, spec, batch_size=B)
     rng = np.random.default_rng(1)
@@ -148,6 +148,6 @@ def test_measured_bytes_match_prediction(example: str) -> None:
     keras.utils.set_random_seed(2)
     model = squeeze_excite(drop=0.0) if example == "squeeze_excite" else EXAMPLES[example]()
     pl = _alternating(layer_graph_from_keras(model, name=model.name), "coarse")
-    t = measure_traffic(TrainStep(PartitionedModel(pl, model, DS.devices), OptimizerSpec("momentum"), batch_size=B))
+    t = measure_traffic(TrainStep(PlacedModel(pl, model, DS.devices), OptimizerSpec("momentum"), batch_size=B))
     pred = pl.recompute_metrics().comm_volume_mib * 2**20
     assert t.forward == pytest.approx(pred, rel=1e-9)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 from hgpart.runtime.devices import open_devices
-from hgpart.runtime.partitioned import PartitionedModel, rectangles
+from hgpart.runtime.partitioned import PlacedModel, rectangles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -50,7 +50,7 @@ def test_block_masks_run_as_exact_rectangles_and_equal_keras():
     m = tiny()
     g = layer_graph_from_keras(m, name=m.name)
     pl = block_diagonal_placement(g)
-    pm = PartitionedModel(pl, m, DS.devices)
+    pm = PlacedModel(pl, m, DS.devices)
     c2 = [r for r in pm.compute if r["layer"] == "c2"]
     assert sorted(r["part"] for r in c2) == [0, 1]
     hw = 8 * 8 * 9

@@ -20,7 +20,7 @@ DS = open_devices("logical", K, inter_op=4)  # before anything initialises Tenso
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from hgpart.runtime.partitioned import PartitionedModel  # noqa: E402
+from hgpart.runtime.partitioned import PlacedModel  # noqa: E402
 from hgpart.runtime.step import OptimizerSpec, TrainStep  # noqa: E402
 from hgpart.runtime.traffic import measure_traffic  # noqa: E402
 
@@ -138,7 +138,7 @@ def test_forward_equals_keras(model, grain, kind):
     rng = np.random.default_rng(3)
     fn = layerwise(g) if kind == "layerwise" else (lambda hg: rng.integers(0, K, hg.num_vertices))
     pl = placement(g, grain, fn)
-    pm = PartitionedModel(pl, m, DS.devices)
+    pm = PlacedModel(pl, m, DS.devices)
     x, _ = data()
     np.testing.assert_allclose(pm.predict(x), m(x, training=False).numpy(), atol=1e-5)
     # every weight goes back to its Keras position unchanged
@@ -152,7 +152,7 @@ def test_random_placements_forward(seed, grain, model):
     rng = np.random.default_rng(seed)
     k = int(rng.integers(1, K + 1))
     pl = placement(g, grain, lambda hg: rng.integers(0, k, hg.num_vertices), k=k)
-    pm = PartitionedModel(pl, m, DS.devices)
+    pm = PlacedModel(pl, m, DS.devices)
     x, _ = data(seed=seed)
     np.testing.assert_allclose(pm.predict(x), m(x, training=False).numpy(), atol=1e-5)
 
@@ -165,7 +165,7 @@ def test_sync_training_equals_single_device(model, grain, opt, micro):
     m, g = make(model)
     rng = np.random.default_rng(7)
     pl = placement(g, grain, lambda hg: rng.integers(0, K, hg.num_vertices))
-    pm = PartitionedModel(pl, m, DS.devices)
+    pm = PlacedModel(pl, m, DS.devices)
     spec = OptimizerSpec(opt, lr=1e-2)
     step = TrainStep(pm, spec, batch_size=B, micro_batches=micro)
     batches = [data(seed=s) for s in range(3)]
@@ -180,7 +180,7 @@ def test_gradients_and_updates_collocated_with_variables():
     m, g = make("vgg")
     rng = np.random.default_rng(5)
     pl = placement(g, "fine", lambda hg: rng.integers(0, K, hg.num_vertices))
-    pm = PartitionedModel(pl, m, DS.devices)
+    pm = PlacedModel(pl, m, DS.devices)
     step = TrainStep(pm, OptimizerSpec("adam"), batch_size=B)
     graph = step.concrete.graph
     handle_dev = {}
@@ -211,7 +211,7 @@ def test_measured_bytes_match_prediction(grain):
     m, g = make("branch")
     rng = np.random.default_rng(11)
     pl = placement(g, grain, lambda hg: rng.integers(0, K, hg.num_vertices))
-    pm = PartitionedModel(pl, m, DS.devices)
+    pm = PlacedModel(pl, m, DS.devices)
     t = measure_traffic(TrainStep(pm, OptimizerSpec("momentum"), batch_size=B))
     pred = pl.recompute_metrics().comm_volume_mib * 2**20
     assert t.forward == pytest.approx(pred, rel=1e-9)
@@ -223,7 +223,7 @@ def test_measured_bytes_match_prediction(grain):
 def test_layerwise_single_part_moves_nothing():
     m, g = make("vgg")
     pl = placement(g, "coarse", lambda hg: np.zeros(hg.num_vertices), k=1)
-    t = measure_traffic(TrainStep(PartitionedModel(pl, m, DS.devices), OptimizerSpec(), batch_size=B))
+    t = measure_traffic(TrainStep(PlacedModel(pl, m, DS.devices), OptimizerSpec(), batch_size=B))
     assert t.forward == t.backward == t.loss == 0
 
 
@@ -259,7 +259,7 @@ def test_partitioned_model_refuses_a_keras_model_the_placement_is_not_for(shape,
                    k=2)
     model = mini_vgg((16, 16, 3), classes)
     with pytest.raises(HgpartError, match="placement is for a model named 'tvgg'") as exc:
-        PartitionedModel(pl, model, DS.devices)
+        PlacedModel(pl, model, DS.devices)
     assert what in exc.value.line()
 
 
@@ -267,7 +267,7 @@ def test_too_few_devices():
     m, g = make("vgg")
     pl = placement(g, "coarse", lambda hg: np.arange(hg.num_vertices) % 2, k=2)
     with pytest.raises(HgpartError, match="only 1 devices"):
-        PartitionedModel(pl, m, DS.devices[:1])
+        PlacedModel(pl, m, DS.devices[:1])
     with pytest.raises(HgpartError, match="logical CPU devices"):
         open_devices("logical", 64)
     with pytest.raises(HgpartError, match="GPUs"):

@@ -65,7 +65,7 @@ if phase == "connect":
 elif phase == "health":
     cluster._health_check = before(cluster._health_check)
 elif phase == "build":
-    T.PartitionedModel = before(T.PartitionedModel)
+    T.PlacedModel = before(T.PlacedModel)
 elif phase == "warmup":
     TrainStep.__call__ = before(TrainStep.__call__)
 try:

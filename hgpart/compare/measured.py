@@ -202,7 +202,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
         return _Compiled(s.slot_fns, s.task_batch, s.comm_bytes_per_step, s.feed_bytes_per_step, s.bytes_source,
                          s.evaluate, s.notes, node_devices=lambda: node_devices(s))
     from hgpart.frontend import layer_graph_from_keras
-    from hgpart.runtime.partitioned import PartitionedModel
+    from hgpart.runtime.partitioned import PlacedModel
     from hgpart.runtime.step import TrainStep
     from hgpart.runtime.traffic import measure_traffic
 
@@ -213,7 +213,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
     assert strategy.placement is not None  # every model-parallel strategy has one (runtime.strategy)
     pl = _placement(graph, strategy.placement, k, B, profile=profile, backend=backend, epsilon=epsilon, seed=seed)
     pl.check_model(layer_graph_from_keras(model, name=graph.name), where=f"{method} placement vs Keras model")
-    pm = PartitionedModel(pl, model, ds.devices, host=ds.host)
+    pm = PlacedModel(pl, model, ds.devices, host=ds.host)
     step = TrainStep(pm, opt, batch_size=B, micro_batches=1 if strategy.is_async else k)
     t = measure_traffic(step)
 

@@ -17,7 +17,7 @@ A kind answers, for both grains:
 * **cost** - FLOPs and parameters come from :meth:`LayerKind.convert` (front end), memory from
   :meth:`LayerKind.values_per_channel` (values per channel of its output) and ``allocates``;
 * **runtime op** - :meth:`LayerKind.make_variables` and :meth:`LayerKind.forward`, which build the ops of
-  every part's share through a runtime context (the ``PartitionedModel``). TensorFlow is imported inside
+  every part's share through a runtime context (the ``PlacedModel``). TensorFlow is imported inside
   those methods only, so the compiler never loads it.
 
 This module imports nothing of hgpart but the error type: every stage imports it, it imports no stage.
