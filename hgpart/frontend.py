@@ -14,9 +14,12 @@ stays cheap.
 Traversal follows the model's own node graph (each output tensor's
 ``_keras_history``), depth first from the output, so functional models with
 branches (ResNet Add, Inception-style Concatenate) come out in a topological
-order that is deterministic for a given model. Nested sub-models and layers
-called twice (shared weights) are refused with a clear error: the layer graph
-has one record per executed layer.
+order that is deterministic for a given model. Nested ``Sequential`` and
+functional sub-models (ConvNeXt's stem) are flattened: their layers become
+layers of the graph, each recording the enclosing models' names in
+``config["keras_path"]`` so the runtime finds its weights. Layers or
+sub-models called twice (shared weights) and nested subclassed models are
+refused with a clear error: the layer graph has one record per executed layer.
 
 FLOPs are forward floating-point operations **per sample**, inference mode,
 a multiply-add counted as 2 (the convention of TensorFlow's own counter,
@@ -59,36 +62,12 @@ def layer_graph_from_keras(model: Any, *, name: str) -> LayerGraph:
             where=where, fix="hgpart supports single-input, single-output models",
         )
 
-    order: list[tuple[Any, Any]] = []  # (operation, node), topological
-    state: dict[int, int] = {}  # id(operation) -> 1 visiting, 2 done
+    walk = _Walker(where)
+    walk.visit(outputs[0])
 
-    def visit(tensor: Any) -> None:
-        # Iterative DFS (deep ResNets exceed nothing, but avoid recursion limits anyway).
-        stack: list[tuple[Any, bool]] = [(tensor, False)]
-        while stack:
-            t, expanded = stack.pop()
-            op, node = _producer(t, where)
-            key = id(op)
-            if expanded:
-                if state.get(key) != 2:
-                    state[key] = 2
-                    order.append((op, node))
-                continue
-            if state.get(key) == 2:
-                continue
-            state[key] = 1
-            stack.append((t, True))
-            for src in reversed(list(node.input_tensors)):
-                src_op, _ = _producer(src, where)
-                if state.get(id(src_op)) != 2:
-                    stack.append((src, False))
-
-    visit(outputs[0])
-
-    names: dict[int, str] = {id(op): op.name for op, _ in order}
     layers: list[Layer] = []
-    for op, node in order:
-        layers.extend(_convert(op, node, names, where))
+    for op, node, path in walk.order:
+        layers.extend(_convert(op, node, path, walk))
     # The DFS emits the input first only if it is reachable first; force the input layer to the front.
     layers.sort(key=lambda layer: 0 if not layer.input_shapes else 1)
     in_shape = layers[0].output_shape
@@ -161,16 +140,87 @@ def class_key(op: Any) -> str:
     return f"{module}.{cls}"
 
 
-def _convert(op: Any, node: Any, names: dict[int, str], where: str) -> list[Layer]:
-    """The layer records of one Keras call (SeparableConv2D gives two); its kind does the conversion."""
+def _is_model(op: Any) -> bool:
+    import keras
+
+    return isinstance(op, keras.Model)
+
+
+class _Walker:
+    """Depth-first walk of the node graph from the output, nested sub-models inlined.
+
+    A nested ``Sequential`` or functional model is replaced by its own layers: the walk continues from the
+    sub-model's output tensor, and the sub-model's input layer stands for the outer tensor it was called on
+    (``alias``). Each layer is emitted once, after its producers (``order``), with the names of the models
+    enclosing it (``path``), which the runtime follows to find its weights.
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.order: list[tuple[Any, Any, tuple[str, ...]]] = []  # (operation, node, enclosing models)
+        self._state: dict[int, int] = {}  # id(operation) -> 1 visiting, 2 done
+        #: id(input layer of a nested model) -> (the outer tensor it stands for, that tensor's enclosing models)
+        self._alias: dict[int, tuple[Any, tuple[str, ...]]] = {}
+
+    def resolve(self, tensor: Any, path: tuple[str, ...]) -> tuple[Any, Any, tuple[str, ...]]:
+        """The layer (not a sub-model, not a sub-model's input) producing ``tensor``, its node and path."""
+        while True:
+            op, node = _producer(tensor, self.where)
+            if id(op) in self._alias:
+                tensor, path = self._alias[id(op)]
+            elif _is_model(op):
+                tensor, path = self._enter(op, node, tensor, path)
+            else:
+                return op, node, path
+
+    def _enter(self, model: Any, node: Any, tensor: Any, path: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
+        """Map the sub-model's inputs to the tensors it was called on; return its output for ``tensor``."""
+        try:
+            inner_in, inner_out = list(model.inputs), list(model.outputs)
+        except (AttributeError, ValueError):
+            raise HgpartError(
+                f"layer {model.name!r} is a nested subclassed model ({type(model).__name__}), whose graph hgpart "
+                "cannot see", where=self.where, fix="build the sub-model as a Sequential or functional model",
+            ) from None
+        outer_in = list(node.input_tensors)
+        if len(inner_in) != len(outer_in):
+            raise HgpartError(f"nested model {model.name!r} has {len(inner_in)} inputs but is called on "
+                              f"{len(outer_in)} tensors", where=self.where,
+                              fix="call the sub-model on exactly its inputs")
+        for inner, outer in zip(inner_in, outer_in, strict=True):
+            self._alias[id(_producer(inner, self.where)[0])] = (outer, path)
+        return inner_out[int(tensor._keras_history.tensor_index)], (*path, model.name)
+
+    def visit(self, tensor: Any) -> None:
+        """Append every layer ``tensor`` depends on to ``order``, producers first (iterative: deep nets)."""
+        stack: list[tuple[Any, tuple[str, ...], bool]] = [(tensor, (), False)]
+        while stack:
+            t, path, expanded = stack.pop()
+            op, node, inner = self.resolve(t, path)  # inner: the path of the layer itself
+            key = id(op)
+            if expanded:
+                if self._state.get(key) != 2:
+                    self._state[key] = 2
+                    self.order.append((op, node, inner))
+                continue
+            if self._state.get(key) == 2:
+                continue
+            self._state[key] = 1
+            stack.append((t, path, True))
+            for src in reversed(list(node.input_tensors)):
+                if self._state.get(id(self.resolve(src, inner)[0])) != 2:
+                    stack.append((src, inner, False))
+
+
+def _convert(op: Any, node: Any, path: tuple[str, ...], walk: _Walker) -> list[Layer]:
+    """The layer records of one Keras call (SeparableConv2D gives two); its kind does the conversion.
+
+    ``path`` names the sub-models enclosing the layer (recorded as ``keras_path`` for the runtime).
+    """
+    where = walk.where
     cls = type(op).__name__
     lname = op.name
     kind = kind_for_keras_class(class_key(op))
-    if cls in ("Functional", "Sequential", "Model") or hasattr(op, "layers") and kind is None:
-        raise HgpartError(
-            f"layer {lname!r} is a nested model ({cls})", where=where,
-            fix="flatten the sub-model into the outer model (call its layers directly)",
-        )
     if kind is None:
         raise _unsupported(op, where)
     ins = list(node.input_tensors)
@@ -181,11 +231,12 @@ def _convert(op: Any, node: Any, names: dict[int, str], where: str) -> list[Laye
     is_layer = hasattr(op, "count_params")
     call = KerasCall(
         op=op, cls=cls, name=lname, cfg=op.get_config() if is_layer else {},
-        inputs=tuple(names[id(_producer(t, where)[0])] for t in ins),
+        inputs=tuple(walk.resolve(t, path)[0].name for t in ins),
         input_shapes=tuple(_shape(t, lname, where) for t in ins),
         output_shape=_shape(outs[0], lname, where), params=int(op.count_params()) if is_layer else 0, where=where,
         args=tuple(getattr(getattr(node, "arguments", None), "args", ()) or ()),
     )
+    extra = {"keras_path": list(path)} if path else {}
     return [
         Layer(
             name=c.name or call.name,
@@ -196,7 +247,7 @@ def _convert(op: Any, node: Any, names: dict[int, str], where: str) -> list[Laye
             output_shape=call.output_shape if c.output_shape is None else c.output_shape,
             params=call.params if c.params is None else c.params,
             flops=int(c.flops),
-            config=c.config,
+            config={**c.config, **extra},
         )
         for c in kind.convert(call)
     ]

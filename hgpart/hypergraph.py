@@ -405,8 +405,8 @@ class _Builder:
                 if len(self.src[t]) != shape[-1]:
                     raise HgpartError(f"layer {layer.name!r} reads {shape[-1]} channels of {t!r}, which has "
                                       f"{len(self.src[t])}", where=f"model {self.graph.name}")
-                self.pin_net.append(net_of_channel[t][read])
-                self.pin_v.append(self.out_vertex[layer.name])
+                self.pin_net.append(net_of_channel[t][read].ravel())  # read: (F,) or (F, r) channels
+                self.pin_v.append(np.repeat(self.out_vertex[layer.name], read.size // len(read)))
             return
         nets_t = net_of_channel[layer.inputs[0]]
         if layer.name in self.fine_split:

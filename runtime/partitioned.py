@@ -46,7 +46,7 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.frontend import layer_graph_from_keras
-from hgpart.kinds import Role
+from hgpart.kinds import Role, keras_layer
 from hgpart.kinds.rects import rectangles
 from hgpart.layergraph import Layer
 from hgpart.placement import Placement
@@ -208,7 +208,7 @@ class PlacedModel:
             if not layer.definition.weights:
                 continue
             try:
-                kl = keras_model.get_layer(layer.config.get("keras_name", layer.name))
+                kl = keras_layer(keras_model, layer)
             except ValueError:
                 raise HgpartError(f"the Keras model has no layer {layer.name!r}", where="runtime",
                                   fix="use the model the placement was compiled for") from None

@@ -143,3 +143,27 @@ def layer_norm() -> keras.Model:
 
 
 EXAMPLES["layer_norm"] = layer_norm
+
+
+def convnext_block() -> keras.Model:
+    """ConvNeXt's pieces: a nested Sequential stem, a depthwise (groups = C) and a grouped Conv2D, Dense on an
+    image, LayerScale, a residual ``x + y`` written with the operator."""
+    from keras.src.applications.convnext import LayerScale
+
+    x = inp = keras.Input((8, 8, 3), name="input")
+    stem = keras.Sequential([L.Conv2D(8, 2, strides=2, name="stem_conv"),
+                             L.LayerNormalization(epsilon=1e-6, name="stem_ln")], name="stem")
+    x = stem(x)
+    y = L.Conv2D(8, 3, padding="same", groups=8, name="dw")(x)
+    y = L.Conv2D(8, 3, padding="same", groups=2, name="grouped")(y)
+    y = L.Dense(12, name="pw1")(y)
+    y = L.Activation("gelu", name="gelu")(y)
+    y = L.Dense(8, name="pw2")(y)
+    y = LayerScale(0.5, 8, name="scale")(y)
+    x = x + y
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    out = L.Dense(5, name="pred")(x)
+    return keras.Model(inp, out, name="convnext_block")
+
+
+EXAMPLES["convnext_block"] = convnext_block

@@ -38,30 +38,42 @@ def test_upsampling_and_reshape_are_named() -> None:
         _convert(inp, L.Flatten()(x))
 
 
-def test_grouped_and_channels_first_convs_are_refused() -> None:
+def test_grouped_conv_is_its_own_kind_and_channels_first_is_refused() -> None:
     inp = keras.Input((8, 8, 4))
-    with pytest.raises(HgpartError, match=r"'g' of class Conv2D.*groups=2"):
-        _convert(inp, L.Conv2D(4, 3, groups=2, name="g")(inp))
+    assert _convert(inp, L.Conv2D(4, 3, groups=2, name="g")(inp)).layer("g").kind == "grouped_conv2d"
     inp = keras.Input((4, 8, 8))
     with pytest.raises(HgpartError, match=r"'cf' of class Conv2D.*channels_first"):
         _convert(inp, L.Conv2D(4, 3, data_format="channels_first", name="cf")(inp))
 
 
-def test_dense_on_images_and_non_channel_concat_are_refused() -> None:
+def test_dense_on_a_sequence_and_non_channel_concat_are_refused() -> None:
     inp = keras.Input((8, 8, 3))
-    with pytest.raises(HgpartError, match=r"'d' of class Dense.*rank-4"):
-        _convert(inp, L.Dense(4, name="d")(inp))
+    assert _convert(inp, L.Dense(4, name="d")(inp)).layer("d").kind == "pointwise_dense"  # a 1x1 conv
+    with pytest.raises(HgpartError, match=r"'d' of class Dense.*rank-3"):
+        _convert(inp, L.Dense(4, name="d")(L.Reshape((64, 3))(inp)))
     a = L.Conv2D(4, 1, name="a")(inp)
     b = L.Conv2D(4, 1, name="b")(inp)
     with pytest.raises(HgpartError, match=r"'cat' of class Concatenate.*axis 1"):
         _convert(inp, L.Concatenate(axis=1, name="cat")([a, b]))
 
 
-def test_nested_model_and_shared_layer_are_refused() -> None:
-    inner = keras.Sequential([keras.Input((8, 8, 3)), L.Conv2D(4, 3, name="ic")], name="inner")
+class _Subclassed(keras.Model):
+    def __init__(self) -> None:
+        super().__init__(name="sub")
+        self.conv = L.Conv2D(4, 3, name="sc")
+
+    def call(self, x):
+        return self.conv(x)
+
+
+def test_nested_subclassed_model_reused_sub_model_and_shared_layer_are_refused() -> None:
     inp = keras.Input((8, 8, 3))
-    with pytest.raises(HgpartError, match=r"'inner' is a nested model"):
-        _convert(inp, L.Flatten()(inner(inp)))
+    with pytest.raises(HgpartError, match=r"'sub' is a nested subclassed model"):
+        _convert(inp, L.Flatten()(_Subclassed()(inp)))
+    inner = keras.Sequential([keras.Input((8, 8, 3)), L.Conv2D(3, 3, padding="same", name="ic")], name="inner")
+    inp = keras.Input((8, 8, 3))
+    with pytest.raises(HgpartError, match=r"'inner'.*called more than once"):
+        _convert(inp, L.Flatten()(inner(inner(inp))))
     shared = L.Conv2D(3, 3, padding="same", name="shared")
     inp = keras.Input((8, 8, 3))
     with pytest.raises(HgpartError, match=r"'shared'.*called more than once"):

@@ -24,7 +24,7 @@ from kind_examples import EXAMPLES, squeeze_excite
 
 from hgpart.frontend import layer_graph_from_keras
 from hgpart.hypergraph import build_hypergraph
-from hgpart.kinds import CONVERTERS, KERAS_CLASSES, KINDS
+from hgpart.kinds import CONVERTERS, KERAS_CLASSES, KINDS, keras_layer
 from hgpart.metrics import partition_metrics
 from hgpart.placement import Placement, load_placement
 from hgpart.profile import analytic_profile
@@ -118,9 +118,10 @@ def _keras_training(model: keras.Model, spec: OptimizerSpec, batches: list, from
 
 
 @pytest.mark.parametrize("grain", ["coarse", "fine"])
-@pytest.mark.parametrize("example", ["squeeze_excite", "separable"])
+@pytest.mark.parametrize("example", ["squeeze_excite", "separable", "convnext_block"])
 def test_sync_training_equals_keras(example: str, grain: str) -> None:
-    """An SE block (with Rescaling and Normalization) and a separable conv train as Keras does, end to end."""
+    """An SE block (with Rescaling and Normalization), a separable conv and ConvNeXt's block (nested stem,
+    grouped convs, Dense on an image, LayerScale) train as Keras does, end to end."""
     keras.utils.set_random_seed(5)
     model = squeeze_excite(drop=0.0) if example == "squeeze_excite" else EXAMPLES[example]()
     graph = layer_graph_from_keras(model, name=model.name)
@@ -135,7 +136,7 @@ def test_sync_training_equals_keras(example: str, grain: str) -> None:
     _keras_training(model, spec, batches, from_logits=not pm.final_softmax)
     for name, weights in pm.keras_weights().items():
         layer = graph.layer(name)
-        kl = model.get_layer(layer.config["keras_name"])
+        kl = keras_layer(model, layer)
         for wname, got in weights.items():
             want = np.asarray(getattr(kl, layer.config.get("weight_names", {}).get(wname, wname))).reshape(got.shape)
             err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-12)

@@ -203,3 +203,101 @@ def test_layer_norm_statistics_net():
     assert km1_bytes(hg, parts, 2) == 4 * 64.0 + 256.0
     # one vertex per channel in the fine grain too
     assert _hg(g, "fine").block("ln", "filter").size == 3
+
+
+def _pins_of(hg, n):
+    return hg.net_pins[hg.net_ptr[n]:hg.net_ptr[n + 1]].tolist()
+
+
+def test_grouped_conv_filters_read_only_their_group():
+    x = inp = keras.Input((4, 4, 4), name="input")
+    y = L.Conv2D(4, 1, groups=2, name="g")(x)  # filters 0, 1 read channels 0, 1; filters 2, 3 read 2, 3
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    g = _graph(inp, L.Dense(2, name="d")(y), "grouped")
+    # FLOPs: 2 * 16 positions * 4 filters * (1 tap x 2 channels per group) = 256, + bias 64 = 320
+    # parameters: 1x1 x 2 channels x 4 filters + 4 bias = 12
+    assert (g.layer("g").kind, g.layer("g").flops, g.layer("g").params) == ("grouped_conv2d", 320, 12)
+    for grain in ("coarse", "fine"):  # one vertex per filter in both grains: input 4 + g 4 + d 2
+        hg = _hg(g, grain)
+        assert hg.num_vertices == 10
+        v, d = _v(hg, "g"), _v(hg, "d")
+        nets = _nets(hg)
+        for k in range(4):  # input channel k is read by the 2 filters of its group, a 4x4 map (64 bytes)
+            first = v + 2 * (k // 2)
+            assert nets[frozenset({k, first, first + 1})] == 64.0
+        for j in range(4):  # read after global pooling: one value per channel
+            assert nets[frozenset({v + j, d, d + 1})] == 4.0
+        assert (hg.num_nets, hg.num_pins) == (8, 4 * 3 + 4 * 3)
+
+
+def test_grouped_conv_with_groups_equal_channels_is_depthwise():
+    x = inp = keras.Input((4, 4, 2), name="input")
+    y = L.Conv2D(4, 3, padding="same", groups=2, name="dw")(x)  # C / G = 1: filters 2k, 2k + 1 read channel k
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    g = _graph(inp, L.Dense(2, name="d")(y), "dwconv")
+    # FLOPs as a depthwise conv with multiplier 2: 2 * 16 * 4 outputs * 9 taps = 1152, + bias 64
+    assert g.layer("dw").flops == 1216
+    hg = _hg(g)
+    v = _v(hg, "dw")
+    nets = _nets(hg)
+    for k in range(2):
+        assert nets[frozenset({k, v + 2 * k, v + 2 * k + 1})] == 64.0
+
+
+def test_dense_on_an_image_is_a_pointwise_conv_in_both_grains():
+    x = inp = keras.Input((4, 4, 2), name="input")
+    y = L.Dense(3, name="pw")(x)
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    g = _graph(inp, L.Dense(2, name="d")(y), "pointwise")
+    pw = g.layer("pw")
+    # FLOPs: 2 * 16 pixels * 3 units * 2 channels = 192, + bias 48 = 240; parameters 2 x 3 + 3 = 9
+    assert (pw.kind, pw.flops, pw.params) == ("pointwise_dense", 240, 9)
+    hg = _hg(g)
+    assert hg.num_vertices == 2 + 3 + 2
+    v = _v(hg, "pw")
+    nets = _nets(hg)
+    for k in range(2):  # every unit reads every channel at every pixel: a 4x4 map per channel
+        assert nets[frozenset({k, v, v + 1, v + 2})] == 64.0
+    fine = _hg(g, "fine")
+    # pairs (j, k): 3 x 2 channel vertices + 3 reduction vertices
+    assert fine.num_vertices == 2 + 6 + 3 + 2
+    ch, red = fine.block("pw", "channel").start, fine.block("pw", "reduce").start
+    fnets = _nets(fine)
+    for k in range(2):  # pair (j, k) reads channel k
+        assert fnets[frozenset({k, ch + k, ch + 2 + k, ch + 4 + k})] == 64.0
+    for j in range(3):  # the partial maps of unit j are summed on r_j: one 4x4 output map
+        assert fnets[frozenset({ch + 2 * j, ch + 2 * j + 1, red + j})] == 64.0
+    # the kernel (6) is spread over the pairs, the bias (3) on the reduction vertices
+    np.testing.assert_allclose(fine.vertex_params[ch:ch + 6], [1.0] * 6)
+    np.testing.assert_allclose(fine.vertex_params[red:red + 3], [1.0] * 3)
+
+
+def test_layer_scale_is_fused_and_tensor_add_is_a_merge():
+    from keras.src.applications.convnext import LayerScale
+
+    x = inp = keras.Input((4, 4, 2), name="input")
+    c = L.Conv2D(2, 1, name="c")(x)
+    s = LayerScale(0.1, 2, name="ls")(c)
+    y = c + s  # written with the operator: the Add merge's rule
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    g = _graph(inp, L.Dense(2, name="d")(y), "scale")
+    add = next(ly for ly in g.layers if ly.inputs == ("c", "ls"))
+    assert (g.layer("ls").kind, add.kind) == ("layer_scale", "add")
+    hg = _hg(g)
+    assert hg.num_vertices == 2 + 2 + 2 + 2  # input, c, add, d: LayerScale has no vertex
+    c0, a0 = _v(hg, "c"), _v(hg, add.name)
+    nets = _nets(hg)
+    for j in range(2):  # channel j of c reaches add_j once, directly and through the fused LayerScale
+        assert nets[frozenset({c0 + j, a0 + j})] == 64.0
+    # gamma (2 parameters) lands on the vertices owning its channels: c's, with c's 2 x (2 + 1)
+    np.testing.assert_allclose(hg.vertex_params[c0:c0 + 2], [3.0 + 1.0] * 2)
+
+
+def test_nested_sequential_is_flattened():
+    inner = keras.Sequential([L.Conv2D(3, 1, name="ic"), L.LayerNormalization(name="iln")], name="stem")
+    x = inp = keras.Input((4, 4, 2), name="input")
+    y = L.GlobalAveragePooling2D(name="gap")(inner(x))
+    g = _graph(inp, L.Dense(2, name="d")(y), "nested")
+    assert [ly.name for ly in g.layers] == ["input", "ic", "iln", "gap", "d"]
+    assert (g.layer("ic").inputs, g.layer("iln").inputs, g.layer("gap").inputs) == (("input",), ("ic",), ("iln",))
+    assert g.layer("ic").config["keras_path"] == ["stem"] and "keras_path" not in g.layer("d").config

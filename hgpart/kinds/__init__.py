@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from hgpart.errors import HgpartError
 from hgpart.kinds import channelwise, conv, merge, norm, preprocess, structure  # noqa: F401 - they register
-from hgpart.kinds.base import REGISTERED, Converted, FusedKind, KerasCall, LayerKind, Role
+from hgpart.kinds.base import REGISTERED, Converted, FusedKind, KerasCall, LayerKind, Role, keras_layer
 
 __all__ = ["KINDS", "KERAS_CLASSES", "CONVERTERS", "kind_of", "kind_for_keras_class", "LayerKind", "FusedKind",
-           "Role", "KerasCall", "Converted"]
+           "Role", "KerasCall", "Converted", "keras_layer"]
 
 _ALL: tuple[LayerKind, ...] = tuple(k for k in REGISTERED if not k.front_end_only)
 #: front-end only: Keras classes converted into layers of registered kinds (SeparableConv2D -> two layers)

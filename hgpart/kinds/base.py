@@ -35,7 +35,8 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 
-__all__ = ["REGISTERED", "Role", "LayerLike", "KerasCall", "Converted", "LayerKind", "FusedKind", "spatial", "pair"]
+__all__ = ["REGISTERED", "Role", "LayerLike", "KerasCall", "Converted", "LayerKind", "FusedKind", "spatial", "pair",
+           "keras_layer"]
 
 
 class Role(Enum):
@@ -165,6 +166,8 @@ class LayerKind:
     rule: ClassVar[str] = ""
     #: a front-end converter into layers of other kinds (SeparableConv2D), not a kind of the layer graph
     front_end_only: ClassVar[bool] = False
+    #: the docs' name for what the front end converts to this kind when no Keras class maps to it directly
+    doc_label: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -178,7 +181,8 @@ class LayerKind:
 
     # --------------------------------------------------------------- hypergraph
     def read_map(self, layer: LayerLike) -> np.ndarray | None:
-        """Vertex kinds: the input channel each output channel reads from every input (``None``: all of them)."""
+        """Vertex kinds: the input channel each output channel reads from every input, shape ``(F,)``, or the
+        ``r`` channels each reads, shape ``(F, r)`` (a grouped convolution); ``None``: all of them."""
         return None
 
     def values_per_channel(self, layer: LayerLike, in_values: list[int]) -> int:
@@ -217,10 +221,19 @@ class LayerKind:
     def scatter(self, layer: LayerLike, name: str, pv: Any, value: np.ndarray, full: dict[str, np.ndarray]) -> None:
         """Write a part variable's ``value`` back into the full Keras-layout weight ``full[name]``."""
         out = full.setdefault(name, np.zeros(self.weight_shape(layer, name), np.float32))
-        if len(pv.index) == 1:
+        if name == "kernel":
+            self._scatter_kernel(layer, out, pv, value)
+        elif len(pv.index) == 1:
             out[..., pv.index[0]] = value
         else:
             out[..., pv.index[0][:, None], pv.index[1][None, :]] = value
+
+    def _scatter_kernel(self, layer: LayerLike, out: np.ndarray, pv: Any, value: np.ndarray) -> None:
+        """Write part ``pv``'s kernel slice into the full kernel ``out``: by default its two index arrays
+        address the last two axes (input channel, filter), and entries outside a fine-grain ``mask`` are
+        left as they are (another part owns them)."""
+        sel = (..., pv.index[0][:, None], pv.index[1][None, :])
+        out[sel] = value if pv.mask is None else np.where(pv.mask, value, out[sel])
 
     def weight_shape(self, layer: LayerLike, name: str) -> tuple[int, ...]:
         """Shape of the full Keras weight ``name`` (per-channel vectors by default)."""
@@ -249,3 +262,12 @@ class FusedKind(LayerKind, ABC):
             with tf.device(rt.devices[q]):
                 out[q] = self.apply(rt, layer, q, y, training, bn_stats)
         return out
+
+
+def keras_layer(model: Any, layer: LayerLike) -> Any:
+    """The Keras layer whose weights ``layer`` holds: ``config["keras_name"]`` inside the nested sub-models
+    ``config["keras_path"]`` names (the front end flattens them). Raises ``ValueError`` if there is none."""
+    owner = model
+    for name in layer.config.get("keras_path", []):
+        owner = owner.get_layer(name)
+    return owner.get_layer(layer.config.get("keras_name", layer.name))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -11,8 +11,8 @@ from hgpart.kinds import tfops
 from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role, pair
 from hgpart.kinds.rects import rectangles
 
-__all__ = ["Conv2D", "Conv2DTranspose", "DepthwiseConv2D", "Dense", "SeparableConv2D", "activation_name",
-           "activation_flops"]
+__all__ = ["Conv2D", "Conv2DTranspose", "DepthwiseConv2D", "GroupedConv2D", "Dense", "PointwiseDense",
+           "SeparableConv2D", "activation_name", "activation_flops"]
 
 _SOFTMAX_FLOPS_PER_ELEMENT = 5  # TF flops_registry: shift (2) + exp (1) + normalise (2)
 
@@ -50,7 +50,7 @@ def conv_config(call: KerasCall) -> tuple[dict[str, Any], str]:
 class Conv2D(LayerKind):
     name = "conv2d"
     role = Role.VERTEX
-    keras_classes = ("Conv2D",)
+    keras_classes: ClassVar[tuple[str, ...]] = ("Conv2D",)
     fine_split = True
     weights = ("kernel", "bias")
     rule = ("coarse: every filter reads every input channel; fine: pair (j, k) reads channel k, "
@@ -58,7 +58,7 @@ class Conv2D(LayerKind):
 
     def convert(self, call: KerasCall) -> list[Converted]:
         if int(call.cfg.get("groups", 1)) != 1:
-            raise call.refuse(f"groups={call.cfg['groups']} (grouped convolution)")
+            return GroupedConv2D().convert(call)
         config, act = conv_config(call)
         config = {"keras_name": call.name, "filters": int(call.cfg["filters"]),
                   **{k: v for k, v in config.items() if k != "keras_name"}}
@@ -116,13 +116,6 @@ class Conv2D(LayerKind):
                 t[p] = tfops.bias_act(y, rt.var(layer.name, "bias", p), layer.config)
         return t
 
-    def scatter(self, layer: LayerLike, name: str, pv: Any, value: np.ndarray, full: dict[str, np.ndarray]) -> None:
-        if pv.mask is None:
-            super().scatter(layer, name, pv, value, full)
-            return
-        out = full.setdefault(name, np.zeros(self.weight_shape(layer, name), np.float32))
-        sub = out[..., pv.index[0][:, None], pv.index[1][None, :]]
-        out[..., pv.index[0][:, None], pv.index[1][None, :]] = np.where(pv.mask, value, sub)
 
 
 def _partials(rt: Any, layer: LayerLike, vals: dict[str, Any], views: dict) -> dict[int, tuple[Any, np.ndarray]]:
@@ -233,12 +226,8 @@ class DepthwiseConv2D(LayerKind):
             return tuple(layer.config["kernel_size"]) + (layer.in_channels, self.multiplier(layer))
         return (layer.out_channels,)
 
-    def scatter(self, layer: LayerLike, name: str, pv: Any, value: np.ndarray, full: dict[str, np.ndarray]) -> None:
-        if name != "kernel":
-            super().scatter(layer, name, pv, value, full)
-            return
-        out = full.setdefault(name, np.zeros(self.weight_shape(layer, name), np.float32))
-        out[:, :, pv.index[0], pv.index[1]] = value[..., 0]
+    def _scatter_kernel(self, layer: LayerLike, out: np.ndarray, pv: Any, value: np.ndarray) -> None:
+        out[:, :, pv.index[0], pv.index[1]] = value[..., 0]  # one (input channel, multiplier) pair per column
 
 
 class Dense(Conv2D):
@@ -248,9 +237,12 @@ class Dense(Conv2D):
     rule = "every unit reads every input feature (one vertex per unit in both grains)"
 
     def convert(self, call: KerasCall) -> list[Converted]:
+        if len(call.input_shapes[0]) == 3:
+            return PointwiseDense().convert(call)
         if len(call.input_shapes[0]) != 1:
             raise call.refuse(f"Dense on a rank-{len(call.input_shapes[0]) + 1} input {call.input_shapes[0]}; "
-                              "add Flatten or global pooling before it")
+                              "hgpart reads a vector or an image (H, W, C)",
+                              fix="add Flatten or global pooling before it")
         act = activation_name(call, call.cfg.get("activation", "linear"))
         use_bias = bool(call.cfg["use_bias"])
         config = {"keras_name": call.name, "units": int(call.cfg["units"]), "use_bias": use_bias,
@@ -276,13 +268,6 @@ class Dense(Conv2D):
         if name == "kernel":
             return (int(np.prod(layer.input_shapes[0])), layer.out_channels)
         return (layer.out_channels,)
-
-    def scatter(self, layer: LayerLike, name: str, pv: Any, value: np.ndarray, full: dict[str, np.ndarray]) -> None:
-        if name != "kernel":
-            super().scatter(layer, name, pv, value, full)
-            return
-        out = full.setdefault(name, np.zeros(self.weight_shape(layer, name), np.float32))
-        out[np.ix_(pv.index[0], pv.index[1])] = value
 
 
 class Conv2DTranspose(Conv2D):
@@ -333,11 +318,7 @@ class Conv2DTranspose(Conv2D):
             return tuple(layer.config["kernel_size"]) + (layer.out_channels, layer.in_channels)
         return (layer.out_channels,)
 
-    def scatter(self, layer: LayerLike, name: str, pv: Any, value: np.ndarray, full: dict[str, np.ndarray]) -> None:
-        if name != "kernel":
-            super().scatter(layer, name, pv, value, full)
-            return
-        out = full.setdefault(name, np.zeros(self.weight_shape(layer, name), np.float32))
+    def _scatter_kernel(self, layer: LayerLike, out: np.ndarray, pv: Any, value: np.ndarray) -> None:
         rows, cols = pv.index[0][None, :], pv.index[1][:, None]
         new = value.transpose(0, 1, 3, 2)
         out[:, :, cols, rows] = new if pv.mask is None else np.where(pv.mask.T, new, out[:, :, cols, rows])
@@ -379,3 +360,114 @@ class SeparableConv2D(LayerKind):
             Converted("conv2d", pw, 2 * n * c * mult + (n if config["use_bias"] else 0) + activation_flops(act, n),
                       params=call.params - dw_params, inputs=(dw_name,), input_shapes=(mid,)),
         ]
+
+
+class GroupedConv2D(LayerKind):
+    """A Conv2D with ``groups`` > 1: filter ``j`` of group ``g = j // (F / G)`` reads only that group's ``C / G``
+    input channels (``groups = C`` is a depthwise convolution, ConvNeXt's 7x7 conv). One vertex per filter in
+    both grains; each part convolves its filters group by group (one depthwise op when ``C / G`` is 1)."""
+
+    name = "grouped_conv2d"
+    role = Role.VERTEX
+    doc_label = "`Conv2D` with `groups` > 1"
+    weights = ("kernel", "bias")
+    rule = "filter j of group g reads only group g's C / G input channels (one vertex per filter in both grains)"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        config, act = conv_config(call)
+        config = {"keras_name": call.name, "filters": int(call.cfg["filters"]), "groups": int(call.cfg["groups"]),
+                  **{k: v for k, v in config.items() if k != "keras_name"}}
+        kh, kw = config["kernel_size"]
+        n = call.n_out
+        per_group = call.input_shapes[0][-1] // config["groups"]
+        flops = 2 * n * kh * kw * per_group + (n if config["use_bias"] else 0) + activation_flops(act, n)
+        return [Converted(self.name, config, flops)]
+
+    def _sizes(self, layer: LayerLike) -> tuple[int, int]:
+        """Filters per group and input channels per group."""
+        g = int(layer.config["groups"])
+        return layer.out_channels // g, layer.in_channels // g
+
+    def read_map(self, layer: LayerLike) -> np.ndarray | None:
+        return self._reads(layer)
+
+    def _reads(self, layer: LayerLike) -> np.ndarray:
+        """``(F,)`` or ``(F, C / G)``: the input channels each filter reads."""
+        fpg, cpg = self._sizes(layer)
+        read = (np.arange(layer.out_channels) // fpg)[:, None] * cpg + np.arange(cpg)[None, :]
+        return read[:, 0] if cpg == 1 else read
+
+    def weight_shape(self, layer: LayerLike, name: str) -> tuple[int, ...]:
+        if name == "kernel":
+            return (*layer.config["kernel_size"], self._sizes(layer)[1], layer.out_channels)
+        return (layer.out_channels,)
+
+    def make_variables(self, rt: Any, layer: LayerLike, w: dict[str, np.ndarray]) -> None:
+        f = rt.filters(layer)
+        cpg = self._sizes(layer)[1]
+        for p in range(rt.k):
+            jp = np.flatnonzero(f == p)
+            if jp.size == 0:
+                continue
+            rt.add_variable(layer, p, "kernel", w["kernel"][..., jp], (np.arange(cpg), jp))
+            if layer.config.get("use_bias", True) and "bias" in w:
+                rt.add_variable(layer, p, "bias", w["bias"][jp], (jp,))
+
+    def forward(self, rt: Any, layer: LayerLike, x: Any, vals: dict[str, Any], views: dict, training: bool,
+                bn_stats: list | None, scope: str) -> dict[int, Any]:
+        import tensorflow as tf
+
+        fpg, cpg = self._sizes(layer)
+        read = self._reads(layer)
+        t = {}
+        for p in rt.layout[layer.name]:
+            view = rt.view(vals, views, layer.inputs[0], p)
+            jp = rt.entry(layer.name, "kernel", p).index[1]
+            kern = rt.var(layer.name, "kernel", p)
+            with tf.device(rt.devices[p]):
+                if cpg == 1:  # depthwise: column i of the gathered input meets filter jp[i]
+                    xs = tf.gather(view, rt.pos_in_view(layer.inputs[0], p, read[jp]), axis=-1)
+                    y = tfops.depthwise(xs, tf.transpose(kern, [0, 1, 3, 2]), layer.config)
+                else:
+                    ys = []
+                    for g in np.unique(jp // fpg):
+                        cols = np.flatnonzero(jp // fpg == g)
+                        xs = tf.gather(view, rt.pos_in_view(layer.inputs[0], p, read[jp[cols[0]]]), axis=-1)
+                        ys.append(tfops.conv(xs, tf.gather(kern, cols, axis=3), layer.config))
+                    y = tf.concat(ys, axis=-1) if len(ys) > 1 else ys[0]
+                t[p] = tfops.bias_act(y, rt.var(layer.name, "bias", p), layer.config)
+        return t
+
+
+class PointwiseDense(Conv2D):
+    """A Dense layer on an image ``(H, W, C)``: the same units applied at every pixel, i.e. a 1x1 convolution
+    (ConvNeXt's pointwise layers). It has Conv2D's filter x channel structure, fine grain included; the part
+    variables hold the kernel as ``(1, 1, C, F)`` and write back Keras's ``(C, F)``."""
+
+    name = "pointwise_dense"
+    keras_classes = ()
+    doc_label = "`Dense` on an image (H, W, C)"
+    rule = ("as a 1x1 Conv2D: every unit reads every input channel at each pixel; fine: pair (j, k) reads channel "
+            "k, partials summed")
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        act = activation_name(call, call.cfg.get("activation", "linear"))
+        use_bias = bool(call.cfg["use_bias"])
+        config = {"keras_name": call.name, "filters": int(call.cfg["units"]), "kernel_size": [1, 1],
+                  "strides": [1, 1], "padding": "valid", "dilation_rate": [1, 1], "use_bias": use_bias,
+                  "activation": act}
+        n = call.n_out
+        flops = 2 * n * call.input_shapes[0][-1] + (n if use_bias else 0) + activation_flops(act, n)
+        return [Converted(self.name, config, flops)]
+
+    def kernel(self, w: dict[str, np.ndarray], rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return w["kernel"][rows][:, cols][None, None]
+
+    def weight_shape(self, layer: LayerLike, name: str) -> tuple[int, ...]:
+        if name == "kernel":
+            return (layer.in_channels, layer.out_channels)
+        return (layer.out_channels,)
+
+    def _scatter_kernel(self, layer: LayerLike, out: np.ndarray, pv: Any, value: np.ndarray) -> None:
+        sel = (pv.index[0][:, None], pv.index[1][None, :])
+        out[sel] = value[0, 0] if pv.mask is None else np.where(pv.mask, value[0, 0], out[sel])

@@ -27,6 +27,8 @@ def keras_label(key: str) -> str:
 
 def _row(kind: LayerKind, name: str) -> str:
     labels = list(dict.fromkeys(keras_label(k) for k in kind.keras_classes))
+    if kind.doc_label:
+        labels.append(kind.doc_label)
     return f"| {', '.join(labels)} | `{name}` | {kind.rule} |"
 
 
@@ -34,6 +36,6 @@ def layers_table() -> str:
     """One Markdown row per kind: the Keras classes it converts, its name, its communication rule."""
     rows = ["| Keras layer | kind | what crosses devices |", "|---|---|---|"]
     for kind in sorted([*KINDS.values(), *CONVERTERS], key=lambda k: k.name):
-        if kind.keras_classes:
+        if kind.keras_classes or kind.doc_label:
             rows.append(_row(kind, kind.name if kind.name in KINDS else "(two layers)"))
     return "\n".join(rows)

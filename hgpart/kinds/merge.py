@@ -75,6 +75,7 @@ def _fold(fn: Callable[[Any, Any], Any], terms: list[Any]) -> Any:
 class Add(Merge):
     name = "add"
     keras_classes = ("Add",)
+    doc_label = "`x + y` of two tensors"
     broadcasts = False
 
     def combine(self, layer: LayerLike, terms: list[Any]) -> Any:
@@ -86,6 +87,7 @@ class Add(Merge):
 class Multiply(Merge):
     name = "multiply"
     keras_classes = ("Multiply",)
+    doc_label = "`x * y` of two tensors"
     rule = ("output channel j reads channel j of every input; a broadcast (1, 1, C) gate (squeeze-and-excitation) "
             "crosses as one value per channel")
 
@@ -98,6 +100,7 @@ class Multiply(Merge):
 class Subtract(Merge):
     name = "subtract"
     keras_classes = ("Subtract",)
+    doc_label = "`x - y` of two tensors"
     broadcasts = False
 
     def combine(self, layer: LayerLike, terms: list[Any]) -> Any:

@@ -1,4 +1,5 @@
-"""Per-channel affine preprocessing (Rescaling, Normalization) and arithmetic with a constant (``x + 3``).
+"""Per-channel affine layers: preprocessing (Rescaling, Normalization), arithmetic with a constant (``x + 3``)
+and ConvNeXt's LayerScale.
 
 All are fused: output channel ``j`` is an affine function of input channel ``j`` with per-channel (or scalar)
 constants, so each part applies it to the channels it owns and nothing crosses devices.
@@ -12,8 +13,13 @@ import numpy as np
 
 from hgpart.kinds.base import Converted, FusedKind, KerasCall, LayerLike
 from hgpart.kinds.channelwise import channel_axis_only
+from hgpart.kinds.merge import Add, Merge, Multiply, Subtract
 
-__all__ = ["Rescaling", "Normalization", "ConstantOp"]
+__all__ = ["Rescaling", "Normalization", "ConstantOp", "LayerScale"]
+
+
+#: operators between two tensors (ConvNeXt's residual ``x + y``) and the merge layer computing each
+_TENSOR_MERGES: dict[str, Merge] = {"Add": Add(), "Subtract": Subtract(), "Multiply": Multiply()}
 
 
 def _per_channel(call: KerasCall, value: Any, what: str) -> float | list[float]:
@@ -84,12 +90,14 @@ class ConstantOp(FusedKind):
 
     name = "constant_op"
     keras_classes = ("op:Add", "op:Subtract", "op:Multiply", "op:TrueDivide", "op:Divide")
-    rule = "fused: element-wise with a constant, nothing crosses devices"
+    rule = "fused: element-wise with a constant, nothing crosses devices (`x + y` of two tensors is a merge)"
     _OPS: ClassVar[dict[str, str]] = {"Add": "add", "Subtract": "subtract", "Multiply": "multiply",
                                       "TrueDivide": "divide", "Divide": "divide"}
 
     def convert(self, call: KerasCall) -> list[Converted]:
         consts = [a for a in call.args if isinstance(a, int | float) and not isinstance(a, bool)]
+        if len(call.inputs) == 2 and not consts and call.cls in _TENSOR_MERGES:  # x + y: the merge layer's rule
+            return _TENSOR_MERGES[call.cls].convert(call)
         if len(call.inputs) != 1 or len(consts) != 1 or len(call.args) != 2:
             raise call.refuse(f"{call.cls} of two tensors written with an operator",
                               fix=f"use the keras.layers.{call.cls} layer to merge tensors")
@@ -109,3 +117,23 @@ class ConstantOp(FusedKind):
         if op == "multiply":
             return a * b
         return a / b
+
+
+class LayerScale(FusedKind):
+    """ConvNeXt's ``LayerScale``: ``x * gamma`` with a trainable per-channel ``gamma``."""
+
+    name = "layer_scale"
+    keras_classes = ("keras.src.applications.convnext.LayerScale",)
+    weights = ("gamma",)
+    rule = "fused: x * gamma per channel, gamma stays on the channel's part"
+
+    def convert(self, call: KerasCall) -> list[Converted]:
+        return [Converted(self.name, {"keras_name": call.name}, call.n_out)]
+
+    def make_variables(self, rt: Any, layer: LayerLike, w: dict[str, np.ndarray]) -> None:
+        c = layer.out_channels
+        for q, idx in rt.layout[layer.name].items():
+            rt.add_variable(layer, q, "gamma", np.asarray(w["gamma"], np.float32)[idx % c], (idx % c,))
+
+    def apply(self, rt: Any, layer: LayerLike, q: int, y: Any, training: bool, bn_stats: list | None) -> Any:
+        return y * rt.var(layer.name, "gamma", q)
