@@ -7,6 +7,8 @@ Usage::
     python benchmarks/coverage.py --jobs 3 --out benchmarks/results/coverage.md   # 3 families at a time
     python benchmarks/coverage.py --table-from run1.err run2.err   # the table from the rows runs logged
 
+The load average of the (shared) machine is printed before and after the table.
+
 For every family (one model, ``weights=None``, its smallest accepted input, 10 classes), in a fresh process:
 
 1. **compiles**: ``hgpart info -m keras:<App> --input N --classes 10`` exits 0;
@@ -14,9 +16,10 @@ For every family (one model, ``weights=None``, its smallest accepted input, 10 c
    (the default backend, ``auto``, within that time limit);
 3. **trains**: the K = 4 placement folded onto 2 logical devices (parts 0, 1 -> device 0; 2, 3 -> device 1)
    runs in the partitioned runtime: its inference logits (before a final softmax, which is near uniform at
-   initialisation) equal Keras's within 1e-4 of the largest logit (absolute when the logits are below 1) on a
-   batch of 4: float32 rounding through 50 to 200 layers in another summation order stays well inside that,
-   a wrong channel or weight does not; and 2 synchronous Adam steps give finite losses.
+   initialisation; both forwards run in a ``tf.function``) equal Keras's within 1e-4 of the largest logit
+   (absolute when the logits are below 1) on a batch of 4: float32 rounding through 50 to 200 layers in
+   another summation order stays well inside that, a wrong channel or weight does not; and 2 synchronous
+   Adam steps give finite losses.
 
 A step that fails prints its one-line error in the table's last column.
 """
@@ -96,16 +99,23 @@ def _logits(pm: Any, x: Any) -> Any:
 
 
 def _keras_logits(model: Any, x: Any) -> Any:
-    """Keras's logits: the model run with its final softmax switched to linear (a softmax at init is ~uniform)."""
+    """Keras's logits: the model run with its final softmax switched to linear (a softmax at init is ~uniform).
+
+    Run in a ``tf.function``, as the partitioned forward is: graph mode rewrites ops (Grappler fuses a
+    convolution with its bias and activation, for one), which changes float32 rounding, so an eager Keras
+    forward differs from Keras's own graph-mode forward by as much as a partitioned one may (the comparison
+    is of partitioning, not of execution modes).
+    """
     import keras
     import numpy as np
+    import tensorflow as tf
 
     last = model.layers[-1]
     act = getattr(last, "activation", None)
     if act is keras.activations.softmax:
         last.activation = keras.activations.linear
     try:
-        return np.asarray(model(x, training=False))
+        return np.asarray(tf.function(lambda v: model(v, training=False))(tf.constant(x)))
     finally:
         if act is not None:
             last.activation = act
@@ -243,6 +253,12 @@ def rows_from_logs(paths: list[str]) -> list[Row]:
     return [found.get(f) or Row(f, *FAMILIES[f], ran=False, error="not run in the logged runs") for f in FAMILIES]
 
 
+def load_line(when: str) -> str:
+    """The machine's load average (1, 5 and 15 minutes), to read the timings against."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average at {when} ({os.cpu_count()} cores): {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
         print(json.dumps(asdict(run_one(argv[1]))), flush=True)
@@ -259,10 +275,12 @@ def main(argv: list[str]) -> None:
         i = argv.index("--jobs")
         jobs, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
     families = argv or list(FAMILIES)
+    print(load_line("start"), flush=True)  # the machine is shared: the seconds column depends on its load
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         rows = list(pool.map(_run_child, families))
     text = table(rows)
     print(text)
+    print(load_line("end"), flush=True)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")

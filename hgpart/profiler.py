@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hgpart.errors import HgpartError
+from hgpart.kinds import keras_layer, tfops
 from hgpart.layergraph import Layer, LayerGraph
 from hgpart.profile import SPREAD_TARGET, LayerCost, Profile, ProfileQuality, ProfileSetup, analytic_profile
 from hgpart.timing import Clock, SampleSet, Statistic
@@ -211,17 +212,34 @@ def _sample_both(fn: Callable[[], Any], calls: int, out: dict[Clock, SampleSet])
     out[Clock.PROCESS_CPU].add((c1 - c0) / calls)
 
 
+def _separable_half(keras_layer: Any, layer: Layer) -> tuple[Callable[[list[Any]], Any], list[Any]]:
+    """The op of one half of a SeparableConv2D (the front end makes it two layers, ``<name>.depthwise``
+    and ``<name>``, which read its ``depthwise_kernel`` and ``pointwise_kernel``) and that half's weights,
+    so each half is timed on its own input rather than the whole Keras layer twice."""
+    cfg = layer.config
+    if cfg["weight_names"]["kernel"] == "depthwise_kernel":
+        dw = keras_layer.depthwise_kernel
+        return (lambda xs: tfops.depthwise(xs[0], dw, cfg)), [dw]
+    pw = keras_layer.pointwise_kernel
+    bias = keras_layer.bias if cfg.get("use_bias") else None
+    return (lambda xs: tfops.bias_act(tfops.conv(xs[0], pw, cfg), bias, cfg)), [pw] + ([bias] if bias is not None
+                                                                                       else [])
+
+
 def _layer_timer(keras_layer: Any, layer: Layer, batch_size: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """Forward and forward+backward callables for one layer on random inputs."""
     import tensorflow as tf
 
     xs = [tf.random.normal((batch_size, *shape), seed=i) for i, shape in enumerate(layer.input_shapes)]
     dy = tf.random.normal((batch_size, *layer.output_shape), seed=99)
-    weights = list(keras_layer.trainable_weights)
     multi = len(xs) > 1
+    if "weight_names" in layer.config:  # one half of a Keras layer the front end split
+        call, weights = _separable_half(keras_layer, layer)
+    else:
+        weights = list(keras_layer.trainable_weights)
 
-    def call(inputs: list[Any]) -> Any:
-        return keras_layer(inputs if multi else inputs[0], training=True)
+        def call(inputs: list[Any]) -> Any:
+            return keras_layer(inputs if multi else inputs[0], training=True)
 
     @tf.function(reduce_retracing=True, autograph=False)
     def forward(*inputs: Any) -> Any:
@@ -324,8 +342,7 @@ class _Rounds:
         layers = [layer for layer in self.graph.layers if layer.inputs]
         bar.phase("warming up", len(layers) + int(self.opts.whole_step))
         for layer in layers:
-            keras_layer = self.model.get_layer(layer.config.get("keras_name", layer.name))
-            item = _Timed(layer.name, *_layer_timer(keras_layer, layer, self.batch_size))
+            item = _Timed(layer.name, *_layer_timer(keras_layer(self.model, layer), layer, self.batch_size))
             self._guard(item, layer.keras_class, functools.partial(item.warm_up, self.opts.warmup))
             self.items.append(item)
             bar.tick(layer.name)

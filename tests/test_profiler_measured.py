@@ -109,3 +109,23 @@ def test_cli_profile_and_info(tmp_path, capsys) -> None:
 def test_machine_info_fields() -> None:
     info = machine_info()
     assert set(info) >= {"cpu_model", "logical_cores", "tensorflow", "python", "date"}
+
+
+def test_separable_conv_halves_are_timed_separately() -> None:
+    """The front end makes a SeparableConv2D two layers; each is timed as its own op on its own input (the
+    pointwise half reads the depthwise output's 6 channels, which the whole Keras layer would refuse)."""
+    import keras
+
+    from hgpart.frontend import layer_graph_from_keras
+    from hgpart.profiler import measure_profile
+
+    x = inp = keras.Input((8, 8, 3))
+    x = keras.layers.SeparableConv2D(5, 3, padding="same", depth_multiplier=2, activation="relu", name="sep")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    model = keras.Model(inp, keras.layers.Dense(4, name="fc")(x), name="sepnet")
+    graph = layer_graph_from_keras(model, name="sepnet")
+    prof = measure_profile(model, graph, batch_size=2, progress=False,
+                           options=MeasureOptions(min_rounds=1, max_rounds=1, warmup=0, whole_step=False))
+    costs = {c.name: c for c in prof.layers}
+    assert costs["sep.depthwise"].forward_ms > 0 and costs["sep"].forward_ms > 0
+    assert costs["sep.depthwise"].backward_ms >= 0 and costs["sep"].backward_ms >= 0
