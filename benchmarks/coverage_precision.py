@@ -60,6 +60,18 @@ def _placement(app: str, size: int, out: Path) -> None:
         raise SystemExit(coverage._last_line(proc))
 
 
+def folded_placement(app: str, size: int) -> Any:
+    """The coverage check's placement: K = 4 coarse, folded onto 2 parts (0, 1 -> 0; 2, 3 -> 1)."""
+    from hgpart.placement import Placement, load_placement
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _placement(app, size, Path(tmp) / "p.json")
+        pl4 = load_placement(Path(tmp) / "p.json")
+    folded = {n: {k: np.asarray(a) // 2 for k, a in parts.items()} for n, parts in pl4.layer_parts.items()}
+    return Placement(graph=pl4.graph, grain=pl4.grain, method="folded", k=2, devices=["part:0", "part:1"],
+                     layer_parts=folded, work=pl4.work, work_unit=pl4.work_unit, batch_size=coverage.BATCH)
+
+
 def _keras_outputs(model: Any, names: list[str], positions: list[int], x: np.ndarray) -> dict[str, np.ndarray]:
     """The outputs of the layers at the positions the names have in the float32 model (a second build of the
     model auto-numbers some names differently, its layer order is the same)."""
@@ -87,15 +99,9 @@ def errors(family: str) -> list[LayerError]:
     from hgpart.runtime.partitioned import PlacedModel
 
     from hgpart.models import load_keras_model
-    from hgpart.placement import Placement, load_placement
 
     app, size = coverage.FAMILIES[family]
-    with tempfile.TemporaryDirectory() as tmp:
-        _placement(app, size, Path(tmp) / "p.json")
-        pl4 = load_placement(Path(tmp) / "p.json")
-    folded = {n: {k: np.asarray(a) // 2 for k, a in parts.items()} for n, parts in pl4.layer_parts.items()}
-    pl = Placement(graph=pl4.graph, grain=pl4.grain, method="folded", k=2, devices=["part:0", "part:1"],
-                   layer_parts=folded, work=pl4.work, work_unit=pl4.work_unit, batch_size=coverage.BATCH)
+    pl = folded_placement(app, size)
     keras.utils.set_random_seed(0)
     model = load_keras_model(f"keras:{app}", input_shape=(size, size, 3), num_classes=10)
     x = np.random.default_rng(0).normal(size=(coverage.BATCH, size, size, 3)).astype(np.float32)
