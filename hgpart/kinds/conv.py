@@ -117,7 +117,6 @@ class Conv2D(LayerKind):
         return t
 
 
-
 def _partials(rt: Any, layer: LayerLike, vals: dict[str, Any], views: dict) -> dict[int, tuple[Any, np.ndarray]]:
     """Fine grain: every part's partial maps (one per filter it holds pairs of) and those filters' ids."""
     import tensorflow as tf
