@@ -11,25 +11,8 @@ largest logit, and 2 synchronous Adam steps with finite losses.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _coverage_module():
-    spec = importlib.util.spec_from_file_location("coverage_bench", ROOT / "benchmarks" / "coverage.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-COVERAGE = _coverage_module()
+from coverage_bench import COVERAGE
 
 
 @pytest.mark.slow
