@@ -51,7 +51,7 @@ from hgpart.errors import BadOptionError
 from hgpart.hypergraph import BROADCAST, DTYPE_BYTES, Hypergraph, sorted_unique
 
 __all__ = ["Optimizer", "MemorySettings", "VertexMemory", "PartMemory", "vertex_memory", "part_memory",
-           "received_bytes", "placement_memory", "parse_size", "format_size", "smallest_k_bound", "PlacementLike"]
+           "received_scale", "received_bytes", "placement_memory", "parse_size", "format_size", "smallest_k_bound", "PlacementLike"]
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -181,6 +181,12 @@ def vertex_memory(hg: Hypergraph, settings: MemorySettings) -> VertexMemory:
     )
 
 
+def received_scale(hg: Hypergraph, settings: MemorySettings) -> float:
+    """Bytes a part keeps per byte of net cost it receives: a net costs one map at the hypergraph's batch, the
+    part keeps it for ``batch_size * inflight`` samples."""
+    return settings.kept_batches / float(hg.batch_size) * settings.dtype_bytes / DTYPE_BYTES
+
+
 def received_bytes(hg: Hypergraph, parts: np.ndarray, k: int, settings: MemorySettings) -> np.ndarray:
     """Per part: the bytes of the feature maps it reads from other parts, kept for the batches in flight."""
     parts = np.asarray(parts, dtype=np.int64)
@@ -188,7 +194,7 @@ def received_bytes(hg: Hypergraph, parts: np.ndarray, k: int, settings: MemorySe
     net_of, part_of = np.divmod(keys, k)
     other = (part_of != parts[hg.net_root][net_of]) & (hg.net_kind[net_of] == BROADCAST)
     per_batch = np.bincount(part_of[other], weights=hg.net_cost[net_of[other]], minlength=k)
-    return per_batch / float(hg.batch_size) * (settings.kept_batches * settings.dtype_bytes / DTYPE_BYTES)
+    return per_batch * received_scale(hg, settings)
 
 
 def part_memory(hg: Hypergraph, parts: np.ndarray, k: int, settings: MemorySettings, *,
