@@ -51,7 +51,8 @@ from hgpart.errors import BadOptionError
 from hgpart.hypergraph import BROADCAST, DTYPE_BYTES, Hypergraph, sorted_unique
 
 __all__ = ["Optimizer", "MemorySettings", "VertexMemory", "PartMemory", "vertex_memory", "part_memory",
-           "received_scale", "received_bytes", "placement_memory", "parse_size", "format_size", "smallest_k_bound", "PlacementLike"]
+           "received_scale", "received_bytes", "placement_memory", "parse_size", "format_size", "smallest_k_bound",
+           "PlacementLike"]
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
