@@ -8,6 +8,8 @@ Usage::
     [p.total for p in parts], all(p.fits for p in parts)
     vm = vertex_memory(hg, MemorySettings(batch_size=256))         # per-vertex arrays for the partitioners
     vm.total                                                       # bytes each vertex brings to its part
+    # one data-parallel replica of N: the whole model on one part at batch B / N
+    (replica,) = part_memory(hg, np.zeros(hg.num_vertices, np.int64), 1, MemorySettings(batch_size=B // N))
 
 What a device holds during a training step (``d`` bytes per value, ``B`` the batch size, ``n`` batches in
 flight in the asynchronous pipeline, 1 in a synchronous step):
