@@ -60,6 +60,22 @@ def test_exact_rows_force_a_balanced_memory_split(backend: str) -> None:
     assert res.objective_bytes > 0
 
 
+def test_the_program_drops_the_work_balance_before_the_memory() -> None:
+    from hgpart.partitioners.memory_fit import _at_k
+
+    hg = _toy()
+    limit = MemoryLimit(100_000.0, SETTINGS)
+    cands = _at_k(hg, Job(k=2, backend="exact", time_limit=10), limit, vertex_memory(hg, SETTINGS), first=True)
+    # within 10 % work balance no split fits 100,000 bytes (HiGHS proves it); without it one does (99,888)
+    assert [a.fits for a in cands.attempts] == [False, False, True]
+    assert cands.attempts[2].how == "exact with memory rows, work balance dropped"
+    assert cands.attempts[2].max_memory_bytes <= 100_000.0 and not cands.attempts[2].balanced
+    # 60,000 bytes: both programs infeasible, a proof for this unsplit chain, so no heuristic run follows
+    proof = _at_k(hg, Job(k=2, backend="exact", time_limit=10), MemoryLimit(60_000.0, SETTINGS),
+                  vertex_memory(hg, SETTINGS), first=True)
+    assert len(proof.attempts) == 3 and not any("vertex weight" in a.how for a in proof.attempts)
+
+
 def test_heuristic_backends_reweight_by_memory() -> None:
     hg = _toy()
     res = partition_fitting(hg, Job(k=2, backend="kahypar"), MemoryLimit(105_000.0, SETTINGS))

@@ -119,7 +119,7 @@ from hgpart.partitioners.branch_price import pattern_bound
 from hgpart.partitioners.chain import chain_counts
 from hgpart.partitioners.counts import MIB, CoarseClasses, NetType, analyze, even_counts, expand_counts
 
-__all__ = ["Effort", "DETERMINISTIC", "ExactSolution", "MemoryRows", "CountProgram", "solve_counts",
+__all__ = ["Effort", "DETERMINISTIC", "ExactSolution", "InfeasibleError", "MemoryRows", "CountProgram", "solve_counts",
            "solve_exact", "coarse_lower_bound", "resolve_preset", "run", "run_with_memory"]
 
 DEFAULT_TIME_LIMIT = 60.0
@@ -178,6 +178,10 @@ class MemoryRows:
         a short last group are their own class), so the largest column stands for the class."""
         return cls(np.array([float(vertex_bytes[mem].sum(axis=1).max()) for mem in model.members]), float(cap),
                    float(received_scale))
+
+
+class InfeasibleError(HgpartError):
+    """The program proved that no placement of whole filters meets its balance (and memory) rows."""
 
 
 # ------------------------------------------------------------------ program
@@ -309,7 +313,7 @@ class CountProgram:
             fit = np.where(mem.per_column > 0, np.floor(mem.cap / np.where(mem.per_column > 0, mem.per_column, 1.0)
                                                         + 1e-9), U)
         if np.any(fit < 1):
-            raise HgpartError(f"one filter needs more memory than a device holds ({mem.cap:.4g} bytes)",
+            raise InfeasibleError(f"one filter needs more memory than a device holds ({mem.cap:.4g} bytes)",
                               where=f"exact backend, K={self.K}", fix="use a smaller batch or a finer grain")
         return np.minimum(U, fit).astype(np.int64)
 
@@ -383,7 +387,7 @@ def solve_counts(
     if res.x is None:
         if res.status == 2:  # infeasible
             also = "" if memory is None else f" and the memory limit of {memory.cap:.4g} bytes"
-            raise HgpartError(
+            raise InfeasibleError(
                 f"no placement of whole filters meets the balance (1+{epsilon})*total/{K}{also}",
                 where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
             )

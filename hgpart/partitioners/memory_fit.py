@@ -14,6 +14,8 @@ The backends know one balance constraint (work); memory is a second one. What is
    included), that is the placement, unchanged;
 2. ``auto`` and ``exact`` on a coarse hypergraph: the exact count program with a memory row per part
    (:func:`hgpart.partitioners.exact.run_with_memory`), received maps included, the work balance kept;
+   if HiGHS proves that infeasible, again without the work balance; if that is infeasible too and no
+   column is split, no placement fits at K (proven) and step 3 is skipped;
 3. if nothing fits yet, every hypergraph backend: the same partitioner (Mt-KaHyPar for ``auto`` and
    ``exact``) with the vertex memory as the vertex weight and the imbalance that makes its part capacity
    the limit, ``eps = K * cap / total - 1``; the work balance is then not enforced. The vertex weights leave
@@ -52,7 +54,7 @@ from hgpart.metrics import PartitionMetrics, balance_class, km1_bytes, partition
 from hgpart.partitioners import partition
 from hgpart.partitioners.base import MemoryCap, PartitionResult
 from hgpart.partitioners.counts import analyze
-from hgpart.partitioners.exact import resolve_preset, run_with_memory
+from hgpart.partitioners.exact import InfeasibleError, resolve_preset, run_with_memory
 
 __all__ = ["Job", "MemoryLimit", "Attempt", "NoFitError", "limit_from_options", "fitting_metrics", "partition_fitting",
            "ROUNDS", "SEARCH_SPAN"]
@@ -156,20 +158,33 @@ def _run(hg: Hypergraph, job: Job, backend: str) -> PartitionResult:
                      threads=job.threads)
 
 
-def _exact_with_rows(cands: _Candidates) -> None:
-    """The count program with a memory row per part, received maps included (exact: no rounds needed)."""
+def _exact_with_rows(cands: _Candidates) -> bool:
+    """The count program with a memory row per part, received maps included, first with the work balance,
+    then (if that is infeasible) without it. Returns whether the program proved that no placement fits at K
+    (columns not split: the count model is then every placement, up to relabelling filters)."""
     job = cands.job
     effort = resolve_preset(job.preset) if job.backend == "exact" else None
-    how = "exact with memory rows"
+    cap = MemoryCap(cands.vm.total, cands.limit.limit_bytes, received_scale(cands.hg, cands.limit.settings))
     try:
         model = analyze(cands.hg, columns=True)
-        cap = MemoryCap(cands.vm.total, cands.limit.limit_bytes, received_scale(cands.hg, cands.limit.settings))
-        res = run_with_memory(cands.hg, model, job.k, job.epsilon, cap, time_limit=job.time_limit or EXACT_SECONDS,
-                              node_limit=None if effort is None else effort.nodes, deterministic=effort is not None)
-    except HgpartError as exc:
-        cands.fail(how, exc)
-        return
-    cands.consider(how, res)
+    except HgpartError as exc:  # not a count-symmetric coarse grain
+        cands.fail("exact with memory rows", exc)
+        return False
+    for eps, how in ((job.epsilon, "exact with memory rows"),
+                     (float(job.k - 1), "exact with memory rows, work balance dropped")):
+        try:
+            res = run_with_memory(cands.hg, model, job.k, eps, cap, time_limit=job.time_limit or EXACT_SECONDS,
+                                  node_limit=None if effort is None else effort.nodes,
+                                  deterministic=effort is not None)
+        except InfeasibleError as exc:
+            cands.fail(how, exc)
+            continue
+        except HgpartError as exc:
+            cands.fail(how, exc)
+            return False
+        cands.consider(how, res)
+        return False
+    return not model.split_columns
 
 
 def _weighted_rounds(cands: _Candidates, backend: str) -> None:
@@ -211,9 +226,8 @@ def _at_k(hg: Hypergraph, job: Job, limit: MemoryLimit, vm: VertexMemory, *, fir
             cands.fail(plain, exc)
     if cands.fitting or job.k == 1:
         return cands
-    if counted:
-        _exact_with_rows(cands)
-    if not cands.fitting and job.backend in (*_COUNTED, *_HEURISTIC):
+    proven = counted and _exact_with_rows(cands)
+    if not cands.fitting and not proven and job.backend in (*_COUNTED, *_HEURISTIC):
         _weighted_rounds(cands, job.backend if job.backend in _HEURISTIC else "mtkahypar")
     return cands
 
