@@ -90,7 +90,8 @@ def test_no_fit_names_the_smallest_k() -> None:
         partition_fitting(hg, Job(k=2, backend="exact", time_limit=10), MemoryLimit(60_000.0, SETTINGS))
     line = info.value.line()
     assert info.value.smallest_k == 4 and "\n" not in line
-    assert "no placement found at K = 2" in line and "use --k 4, the smallest K that fits" in line
+    assert "no placement fits 58.6 KiB per part at K = 2 (the exact program proves it)" in line
+    assert "use --k 4, the smallest K that fits" in line
     res = partition_fitting(hg, Job(k=4, backend="exact", time_limit=10), MemoryLimit(60_000.0, SETTINGS))
     assert _largest(hg, res.parts, 4) <= 60_000.0
 

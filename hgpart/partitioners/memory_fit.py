@@ -26,8 +26,9 @@ Among the placements that fit, the one within the work balance with the least vo
 if none is balanced).
 
 When nothing fits at K, :class:`NoFitError` says so in one line, with the lower bound ``ceil(total / limit)``
-on K and the smallest K at which a placement was then found (steps 1 and 3 with Mt-KaHyPar, from that bound
-up): the smallest K that fits when it equals the bound.
+on K and the smallest K at which a placement was then found, searching up from that bound (the steps above,
+the exact program replacing the plain run of ``auto`` and ``exact``): the smallest K that fits when every K
+between was below the bound or proven infeasible by the exact program.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ class _Candidates:
     vm: VertexMemory
     attempts: list[Attempt] = field(default_factory=list)
     fitting: list[tuple[PartitionResult, Attempt]] = field(default_factory=list)
+    proven: bool = False  # the exact program proved that no placement fits at this K
 
     def consider(self, how: str, res: PartitionResult) -> float:
         """Check ``res``; returns its largest part's memory in bytes."""
@@ -226,8 +228,8 @@ def _at_k(hg: Hypergraph, job: Job, limit: MemoryLimit, vm: VertexMemory, *, fir
             cands.fail(plain, exc)
     if cands.fitting or job.k == 1:
         return cands
-    proven = counted and _exact_with_rows(cands)
-    if not cands.fitting and not proven and job.backend in (*_COUNTED, *_HEURISTIC):
+    cands.proven = counted and _exact_with_rows(cands)
+    if not cands.fitting and not cands.proven and job.backend in (*_COUNTED, *_HEURISTIC):
         _weighted_rounds(cands, job.backend if job.backend in _HEURISTIC else "mtkahypar")
     return cands
 
@@ -250,16 +252,19 @@ def _no_fit(hg: Hypergraph, job: Job, limit: MemoryLimit, vm: VertexMemory, cand
                           fix="lower --batch-size or --inflight, use the fine grain, or raise the limit")
     tried = [a.max_memory_bytes for a in cands.attempts if np.isfinite(a.max_memory_bytes)]
     best = f"; the best placement tried needs {format_size(min(tried))} on its largest part" if tried else ""
+    what = (f"no placement fits {lim} per part at K = {job.k} (the exact program proves it)" if cands.proven
+            else f"no placement found at K = {job.k} in which every part fits {lim}{best}")
     total = f"total {format_size(float(vm.total.sum()))} needs K >= {bound}"
     start = max(bound, job.k + 1)
+    proven_below = True  # every K above the one asked and below the one tried is below the bound or proven
     for kk in range(start, min(start + SEARCH_SPAN, hg.num_vertices + 1)):
-        if _at_k(hg, replace(job, k=kk), limit, vm, first=False).best() is not None:
-            exact = "the smallest K that fits" if kk == bound else f"the smallest K found to fit ({total})"
-            return NoFitError(f"no placement found at K = {job.k} in which every part fits {lim}{best}",
-                              where=where, k=job.k, smallest_k=kk, fix=f"use --k {kk}, {exact}")
-    return NoFitError(f"no placement found at K = {job.k} in which every part fits {lim}{best}", where=where,
-                      k=job.k, fix=f"{total}, and none was found up to K = {start + SEARCH_SPAN - 1}; raise the "
-                      "limit or lower --batch-size or --inflight")
+        at = _at_k(hg, replace(job, k=kk), limit, vm, first=False)
+        if at.best() is not None:
+            exact = "the smallest K that fits" if proven_below else f"the smallest K found to fit ({total})"
+            return NoFitError(what, where=where, k=job.k, smallest_k=kk, fix=f"use --k {kk}, {exact}")
+        proven_below = proven_below and at.proven
+    return NoFitError(what, where=where, k=job.k, fix=f"{total}, and none was found up to K = "
+                      f"{start + SEARCH_SPAN - 1}; raise the limit or lower --batch-size or --inflight")
 
 
 def limit_from_options(text: str | None, *, inflight: int = 1, batch_size: int = 1, optimizer: str = "adam",
