@@ -99,11 +99,12 @@ class MemoryLimit:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One placement tried: how it was made, its volume, its largest part's memory, whether it fits."""
+    """One placement tried: how it was made, its volume, its largest part's memory (``None``: the run made no
+    placement, ``how`` says why), whether it fits."""
 
     how: str
-    km1_bytes: float
-    max_memory_bytes: float
+    km1_bytes: float | None
+    max_memory_bytes: float | None
     balanced: bool
     fits: bool
     seconds: float
@@ -145,13 +146,13 @@ class _Candidates:
         return worst
 
     def fail(self, how: str, exc: HgpartError) -> None:
-        self.attempts.append(Attempt(f"{how}: {exc.what}", float("nan"), float("nan"), False, False, 0.0))
+        self.attempts.append(Attempt(f"{how}: {exc.what}", None, None, False, False, 0.0))
 
     def best(self) -> tuple[PartitionResult, Attempt] | None:
         """Balanced before unbalanced, then the least volume."""
         if not self.fitting:
             return None
-        return min(self.fitting, key=lambda ra: (not ra[1].balanced, ra[1].km1_bytes))
+        return min(self.fitting, key=lambda ra: (not ra[1].balanced, ra[1].km1_bytes or 0.0))
 
 
 def _run(hg: Hypergraph, job: Job, backend: str) -> PartitionResult:
@@ -250,7 +251,7 @@ def _no_fit(hg: Hypergraph, job: Job, limit: MemoryLimit, vm: VertexMemory, cand
         return NoFitError(f"no placement fits: one vertex of layer {layer!r} alone needs "
                           f"{format_size(float(vm.total[v]))}, more than {lim}", where=where, k=job.k,
                           fix="lower --batch-size or --inflight, use the fine grain, or raise the limit")
-    tried = [a.max_memory_bytes for a in cands.attempts if np.isfinite(a.max_memory_bytes)]
+    tried = [a.max_memory_bytes for a in cands.attempts if a.max_memory_bytes is not None]
     best = f"; the best placement tried needs {format_size(min(tried))} on its largest part" if tried else ""
     what = (f"no placement fits {lim} per part at K = {job.k} (the exact program proves it)" if cands.proven
             else f"no placement found at K = {job.k} in which every part fits {lim}{best}")
@@ -307,7 +308,7 @@ def partition_fitting(hg: Hypergraph, job: Job, limit: MemoryLimit | None) -> Pa
     if chosen is None:
         raise _no_fit(hg, job, limit, vm, cands)
     res, att = chosen
-    res.objective_bytes = att.km1_bytes
+    res.objective_bytes = km1_bytes(hg, res.parts, job.k)
     res.info["memory"] = _report(limit, cands, att)
     res.seconds = time.perf_counter() - t0
     return res
