@@ -144,6 +144,16 @@ def test_cli_places_within_the_limit_and_records_it(tmp_path, capsys) -> None:
     assert d["provenance"]["backend_info"]["memory"]["limit_bytes"] == limit
 
 
+def test_inflight_needs_a_limit() -> None:
+    from hgpart.errors import BadOptionError
+    from hgpart.partitioners.memory_fit import limit_from_options
+
+    assert limit_from_options(None) is None
+    with pytest.raises(BadOptionError, match="--inflight 2 counts memory only under a limit"):
+        limit_from_options(None, inflight=2)
+    assert limit_from_options("1KiB", inflight=2).settings.kept_batches == 2
+
+
 @pytest.mark.parametrize(("text", "fix"), [("16 GiBs", "16GiB"), ("0", "at least one byte")])
 def test_cli_refuses_a_bad_size_before_building(tmp_path, capsys, text: str, fix: str) -> None:
     code, _, err = _cli(["partition", "--model", "no-such-model", "--analytic", "--k", "2", "--memory-limit", text,

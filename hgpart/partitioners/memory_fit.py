@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadOptionError, HgpartError
 from hgpart.hypergraph import Hypergraph
 from hgpart.memory import (
     MemorySettings,
@@ -277,6 +277,9 @@ def limit_from_options(text: str | None, *, inflight: int = 1, batch_size: int =
             optimizer.
     """
     settings = MemorySettings(batch_size=batch_size, inflight=inflight, optimizer=Optimizer.parse(optimizer))
+    if text is None and inflight != 1:
+        raise BadOptionError(f"--inflight {inflight} counts memory only under a limit", where="--inflight",
+                             fix="add --memory-limit SIZE, or drop --inflight", option="--inflight", value=inflight)
     return None if text is None else MemoryLimit(float(parse_size(text, where=where)), settings)
 
 
