@@ -25,7 +25,7 @@ from rich.table import Table
 from hgpart.metrics import MIB, PartitionMetrics
 
 __all__ = ["WORK_COLUMNS", "COMM_COLUMNS", "MEMORY_COLUMNS", "work_table", "comm_table", "memory_table",
-           "metrics_tables", "print_metrics", "fmt"]
+           "part_memory_table", "metrics_tables", "print_metrics", "fmt"]
 
 Rows = Sequence[tuple[str, PartitionMetrics]]
 
@@ -99,3 +99,17 @@ def print_metrics(rows: Rows, *, work_unit: str = "ms", label: str = "Partition"
     console = console or Console()
     for t in metrics_tables(rows, work_unit=work_unit, label=label, batch_size=batch_size):
         console.print(t)
+
+
+def part_memory_table(m: PartitionMetrics) -> Table:
+    """Every part's memory (MiB) by component, its total, and its use of the memory limit when one is set."""
+    limit = m.memory_limit_bytes
+    title = f"Memory per part in MiB, {m.optimizer}, {m.inflight} batch(es) in flight" + (
+        f", limit {fmt(limit / MIB)} MiB" if limit > 0 else "")
+    t = _table(title, "Part", ("Params", "Gradients", "Optim. state", "Activations", "Received", "Total", "Use"))
+    for q, total in enumerate(m.part_memory_bytes):
+        cells = (m.part_param_bytes, m.part_gradient_bytes, m.part_optimizer_bytes, m.part_activation_bytes,
+                 m.part_received_bytes)
+        use = f"{total / limit:.0%}" + ("" if total <= limit else " [red]over[/]") if limit > 0 else "-"
+        t.add_row(str(q), *(fmt(c[q] / MIB) if c else "-" for c in cells), fmt(total / MIB), use)
+    return t

@@ -290,16 +290,21 @@ def partition_cmd(
     bound: bool = typer.Option(True, "--bound/--no-bound", help="coarse grain: prove a lower bound on the volume "
                                "(exact integer program) and print the optimality gap"),
     bound_time_limit: float = typer.Option(30.0, "--bound-time-limit", help="seconds for the lower-bound program"),
+    memory_limit: str | None = typer.Option(None, "--memory-limit", help="device memory, e.g. 16GiB or 512MB: every "
+                                            "part must hold its parameters, gradients, Adam slots and the "
+                                            "activations of the batches in flight (docs/cost-model.md)"),
+    inflight: int = typer.Option(1, "--inflight", help="batches in flight whose activations a device keeps, for "
+                                 "--memory-limit (the async pipeline's n; 1 for a synchronous step)"),
 ) -> None:
     """Partition the hypergraph into K parts, write the placement file, print the metrics."""
     from rich.console import Console
 
     from hgpart.fileio import check_writable
     from hgpart.models import model_name
-    from hgpart.partitioners import partition
     from hgpart.partitioners.certificate import certify, not_computed
+    from hgpart.partitioners.memory_fit import Job, fitting_metrics, limit_from_options, partition_fitting
     from hgpart.placement import Placement, default_placement_path
-    from hgpart.tables import print_metrics
+    from hgpart.tables import part_memory_table, print_metrics
 
     _check_partition_options(grain, k, epsilon, backend, preset, group, channel_group, threads, time_limit,
                              bound_time_limit, batch_size, analytic, profile)
@@ -307,18 +312,22 @@ def partition_cmd(
     path = check_writable(out or default_placement_path(model_name(model), grain, k, method=method),
                           what="placement file", where="--out")
     options.check_at_least_one(cores, "--cores")
+    limit_from_options(memory_limit, inflight=inflight)  # a bad size or count costs no build
     graph, prof, ppath = load_inputs(model, input, classes, profile, analytic, batch_size, cores=cores)
     hg = _build(graph, prof, grain, group, channel_group)
     c = Console()
     doing = f"partitioning into {k} with {backend}..." if k > 1 else "K = 1: no partitioning needed"
     c.print(f"{graph.name} {graph.input_tag} {grain} grain: {hg.num_vertices:,} vertices, {hg.num_nets:,} nets, "
             f"{hg.num_pins:,} pins (built in {hg.build_seconds:.2f} s); {doing}", highlight=False)
-    res = partition(hg, k=k, backend=backend, epsilon=epsilon, seed=seed, preset=preset, time_limit=time_limit,
-                    threads=threads)
+    limit = limit_from_options(memory_limit, inflight=inflight, batch_size=prof.batch_size)
+    res = partition_fitting(hg, Job(k, backend, epsilon, seed, preset, time_limit, threads), limit)
     provenance = _provenance(backend, res, prof, ppath, hg, epsilon, seed, group, channel_group)
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method=method, work=prof.work(),
                                      provenance=provenance)
     m = pl.stored_metrics() or pl.recompute_metrics()
+    if limit is not None:
+        m = fitting_metrics(hg, res.parts, k, limit)
+        pl.metrics = m.to_dict()
     if not bound or k == 1:
         cert = not_computed("--no-bound" if not bound else "K = 1 has no communication")
     else:
@@ -328,6 +337,8 @@ def partition_cmd(
     pl.provenance["lower_bound"] = cert.to_dict()
     pl.save(path)
     print_metrics([(f"{backend} K={k}", m)], work_unit=prof.work_unit, batch_size=prof.batch_size, console=c)
+    if limit is not None:
+        c.print(part_memory_table(m))
     c.print(_summary(_Run(backend, k, res.seconds, res.preset, res.objective_bytes,
                           provenance["backend_objective_bytes"]), path), highlight=False)
     if k > 1:

@@ -22,7 +22,7 @@ import numpy as np
 
 from hgpart.hypergraph import Hypergraph
 
-__all__ = ["PartitionResult", "Backend"]
+__all__ = ["PartitionResult", "Backend", "MemoryCap"]
 
 
 @dataclass
@@ -38,6 +38,20 @@ class PartitionResult:
     lower_bound_bytes: float | None = None  # proven lower bound on km1 (exact backends)
     info: dict[str, Any] = field(default_factory=dict)
     objective_bytes: float = 0.0  # filled by partition(): our own km1 in bytes
+
+
+@dataclass(frozen=True)
+class MemoryCap:
+    """A per-part memory limit for the backends that take one as a constraint (the exact program).
+
+    ``vertex_bytes`` is what each vertex brings to its part (:func:`hgpart.memory.vertex_memory`), ``cap``
+    the most a part may hold, and ``received_scale`` the bytes a part keeps per byte of net cost it receives
+    (:func:`hgpart.memory.received_scale`; 0: received maps not counted).
+    """
+
+    vertex_bytes: np.ndarray
+    cap: float
+    received_scale: float = 0.0
 
 
 class Backend(Protocol):

@@ -39,6 +39,16 @@ symmetry is broken by ordering the parts by the counts of the heaviest
 class, ``x[c*,0] >= x[c*,1] >= ...`` (any solution can be relabelled so).
 Counts are expanded to vertices with contiguous filters per part.
 
+A device memory limit (:class:`MemoryRows`, ``hgpart partition
+--memory-limit``) adds one more row per part,
+``sum_c M_c x[c,p] + r sum_T w_T s[T,p] <= cap``, with ``M_c`` the memory one
+column of class ``c`` brings (parameters, gradients, optimizer slots and kept
+activations, :mod:`hgpart.memory`) and ``w_T s[T,p]`` the bytes of the maps
+part ``p`` receives (``s`` is bounded below only, so the row holds exactly
+when the true received maps fit; ``r`` scales them to the batches kept). It
+also tightens ``U_c`` to the columns that fit in ``cap``. The program then
+runs alone: the chain placement and branch and price know no memory.
+
 Lower bound when columns have several members (Add, depthwise)
 ---------------------------------------------------------------
 Keeping a column together is a restriction, so with partial readers the
@@ -104,13 +114,13 @@ from hgpart.errors import HgpartError
 from hgpart.hypergraph import Hypergraph
 from hgpart.metrics import km1_bytes
 from hgpart.partitioners._interrupt import cancel_on_interrupt, milp_interruptible
-from hgpart.partitioners.base import PartitionResult
+from hgpart.partitioners.base import MemoryCap, PartitionResult
 from hgpart.partitioners.branch_price import pattern_bound
 from hgpart.partitioners.chain import chain_counts
 from hgpart.partitioners.counts import MIB, CoarseClasses, NetType, analyze, even_counts, expand_counts
 
-__all__ = ["Effort", "DETERMINISTIC", "ExactSolution", "CountProgram", "solve_counts", "solve_exact",
-           "coarse_lower_bound", "resolve_preset", "run"]
+__all__ = ["Effort", "DETERMINISTIC", "ExactSolution", "InfeasibleError", "MemoryRows", "CountProgram", "solve_counts",
+           "solve_exact", "coarse_lower_bound", "resolve_preset", "run", "run_with_memory"]
 
 DEFAULT_TIME_LIMIT = 60.0
 #: cut points per part capacity of the chain placement that seeds the program (:mod:`.chain`)
@@ -150,6 +160,28 @@ class ExactSolution:
     status: str
     seconds: float
     info: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemoryRows:
+    """A per-part memory limit as the count program sees it (module docstring): the columns' memory plus
+    ``received_scale`` times the bytes of the maps the part receives, at most ``cap``."""
+
+    per_column: np.ndarray  # bytes one column of each class brings to its part
+    cap: float
+    received_scale: float = 0.0  # bytes kept per byte of net cost received
+
+    @classmethod
+    def of(cls, model: CoarseClasses, vertex_bytes: np.ndarray, cap: float, received_scale: float = 0.0,
+           ) -> MemoryRows:
+        """The rows for per-vertex ``vertex_bytes``; a class's columns may differ slightly (grouped blocks with
+        a short last group are their own class), so the largest column stands for the class."""
+        return cls(np.array([float(vertex_bytes[mem].sum(axis=1).max()) for mem in model.members]), float(cap),
+                   float(received_scale))
+
+
+class InfeasibleError(HgpartError):
+    """The program proved that no placement of whole filters meets its balance (and memory) rows."""
 
 
 # ------------------------------------------------------------------ program
@@ -194,6 +226,7 @@ class CountProgram:
     model: CoarseClasses
     K: int
     cap: float
+    memory: MemoryRows | None = None
     prog: SparseProgram = field(default_factory=SparseProgram)
     x0: int = 0
     yidx: dict[int, int] = field(default_factory=dict)  # full-reader block -> its K y variables
@@ -208,11 +241,11 @@ class CountProgram:
         return self.x0 + c * self.K + p
 
     @classmethod
-    def build(cls, model: CoarseClasses, k: int, epsilon: float) -> tuple[CountProgram, np.ndarray, np.ndarray,
-                                                                           np.ndarray, np.ndarray]:
+    def build(cls, model: CoarseClasses, k: int, epsilon: float, memory: MemoryRows | None = None,
+              ) -> tuple[CountProgram, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The program and its (lower bounds, upper bounds, integrality, cost) vectors."""
         K = int(k)
-        self = cls(model, K, (1.0 + epsilon) * model.total_weight / K)
+        self = cls(model, K, (1.0 + epsilon) * model.total_weight / K, memory)
         p = self.prog
         self.x0 = p.alloc(len(model.members) * K)
         reader_blocks = sorted(model.reader_classes)
@@ -265,7 +298,24 @@ class CountProgram:
                 f"one filter weighs more than a part may hold ((1+{epsilon})*total/{K})",
                 where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
             )
-        return U
+        return U if self.memory is None else self._memory_rows(U)
+
+    def _memory_rows(self, U: np.ndarray) -> np.ndarray:
+        """``sum_c M_c x[c,q] <= cap`` per part; ``U`` tightened to the columns that fit the memory too."""
+        mem, C = self.memory, len(self.model.members)
+        assert mem is not None
+        recv = [(s0, t.cost * mem.received_scale) for t, s0 in zip(self.typed, self.sidx, strict=True)
+                 if s0 >= 0 and mem.received_scale > 0]
+        for q in range(self.K):
+            self.prog.row([(self.X(c, q), float(mem.per_column[c])) for c in range(C) if mem.per_column[c] > 0]
+                          + [(s0 + q, w) for s0, w in recv], -np.inf, mem.cap)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fit = np.where(mem.per_column > 0, np.floor(mem.cap / np.where(mem.per_column > 0, mem.per_column, 1.0)
+                                                        + 1e-9), U)
+        if np.any(fit < 1):
+            raise InfeasibleError(f"one filter needs more memory than a device holds ({mem.cap:.4g} bytes)",
+                              where=f"exact backend, K={self.K}", fix="use a smaller batch or a finer grain")
+        return np.minimum(U, fit).astype(np.int64)
 
     def _span_rows(self, U: np.ndarray) -> None:
         """y[b, q] = "block b has a vertex on q" and z[R, q] = "some reader of R is on q"."""
@@ -314,12 +364,13 @@ class CountProgram:
 
 def solve_counts(
     model: CoarseClasses, k: int, epsilon: float, *, time_limit: float, mip_rel_gap: float = 1e-6,
-    node_limit: int | None = None,
+    node_limit: int | None = None, memory: MemoryRows | None = None,
 ) -> ExactSolution:
-    """Build and solve the integer program of the module docstring with HiGHS (``node_limit``: nodes at most)."""
+    """Build and solve the integer program of the module docstring with HiGHS (``node_limit``: nodes at most;
+    ``memory``: a per-part memory limit as well as the balance)."""
     t0 = time.perf_counter()
     C, K = len(model.members), int(k)
-    cp, lo, hi, integ, cost = CountProgram.build(model, K, epsilon)
+    cp, lo, hi, integ, cost = CountProgram.build(model, K, epsilon, memory)
     res = milp_interruptible(
         cost,
         constraints=cp.prog.constraint(),
@@ -335,8 +386,9 @@ def solve_counts(
                                "nodes": int(getattr(res, "mip_node_count", 0) or 0)}
     if res.x is None:
         if res.status == 2:  # infeasible
-            raise HgpartError(
-                f"no placement of whole filters meets the balance (1+{epsilon})*total/{K}",
+            also = "" if memory is None else f" and the memory limit of {memory.cap:.4g} bytes"
+            raise InfeasibleError(
+                f"no placement of whole filters meets the balance (1+{epsilon})*total/{K}{also}",
                 where=f"exact backend, K={K}", fix="raise --epsilon or use fewer parts",
             )
         return ExactSolution(np.zeros((C, K), dtype=np.int64), float("inf"), bound_bytes, False,
@@ -468,8 +520,11 @@ def resolve_preset(preset: str | None) -> Effort | None:
 
 
 def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None, time_limit: float | None,
-        threads: int | None = None, bound: bool = True, effort: Effort | None = None) -> PartitionResult:
+        threads: int | None = None, bound: bool = True, effort: Effort | None = None,
+        memory: MemoryCap | None = None) -> PartitionResult:
     """Backend entry point (see :mod:`hgpart.partitioners`).
+
+    ``memory``: every part also within a memory limit (the program alone, :func:`run_with_memory`).
 
     ``preset="deterministic"`` (or ``effort``): solvers stop after a fixed
     amount of work (:class:`Effort`), not at the time limit, so the same
@@ -486,6 +541,9 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
     nodes = None if effort is None else effort.nodes
     limit = float(time_limit) if time_limit else DEFAULT_TIME_LIMIT
     model = analyze(hg, columns=True)
+    if memory is not None:
+        return run_with_memory(hg, model, k, epsilon, memory, time_limit=limit, node_limit=nodes,
+                               deterministic=effort is not None)
     lb_bytes: float | None
     if model.split_columns:
         sol = solve_counts(model, k, epsilon, time_limit=limit / 2 if bound else limit, node_limit=nodes)
@@ -530,4 +588,31 @@ def run(hg: Hypergraph, *, k: int, epsilon: float, seed: int, preset: str | None
             "deterministic": effort is not None and not effort.stopped_by_clock(time.perf_counter() - t0, limit),
             **sol.info,
         },
+    )
+
+
+def run_with_memory(hg: Hypergraph, model: CoarseClasses, k: int, epsilon: float, memory: MemoryCap, *,
+                    time_limit: float, node_limit: int | None, deterministic: bool) -> PartitionResult:
+    """The count program with a memory row per part (module docstring); its dual bound is a proven lower
+    bound on km1 among placements that meet the balance and the memory rows when columns are not split.
+
+    Raises:
+        HgpartError: no placement of whole filters meets the balance and the memory rows (HiGHS proved it),
+            or one filter alone needs more than the cap.
+    """
+    t0 = time.perf_counter()
+    sol = solve_counts(model, k, epsilon, time_limit=time_limit, node_limit=node_limit,
+                       memory=MemoryRows.of(model, memory.vertex_bytes, memory.cap, memory.received_scale))
+    if not np.isfinite(sol.objective_bytes):
+        raise HgpartError(f"the exact program found no placement within the memory limit in {time_limit:g} s "
+                          f"({sol.status})", where=f"exact backend, K={k}", fix="raise --time-limit")
+    parts = expand_counts(hg, model, sol.counts)
+    obj = km1_bytes(hg, parts, k)
+    return PartitionResult(
+        parts=parts, backend="exact", seconds=time.perf_counter() - t0,
+        preset="deterministic" if deterministic else "highs", backend_objective=obj, objective_scale=1.0,
+        lower_bound_bytes=None if model.split_columns else min(sol.bound_bytes, obj),
+        info={"optimal": bool(sol.optimal and not model.split_columns), "status": sol.status,
+              "program_bytes": sol.objective_bytes, "classes": len(model.members),
+              "column_model": model.split_columns, "memory_cap_bytes": memory.cap, **sol.info},
     )
