@@ -8,7 +8,8 @@ Usage::
 Column names follow the thesis's Tables 5.1-5.12: Max/Min/Avg Work, Max/Min,
 Max/Avg, Max*N; Comm. Vol, Max Comm., Avg Comm., Max/Avg comm (MiB at the
 hypergraph's batch size, forward pass; a training step moves twice that).
-Per-part memory (parameters, optimizer state, activations) is added.
+Per-part memory (parameters, gradients, optimizer state, activations and received maps, the model of
+:mod:`hgpart.memory`) is added, against a device limit when one is given.
 
 Send volumes: a broadcast net (a feature map) is sent by its producer's part
 once to every other part among its pins; a reduce net (fine-grain partial
@@ -18,18 +19,19 @@ sums) is sent once by every non-root part among its pins to the root's part.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
 from hgpart.errors import BadFileError, BadOptionError, ModelMismatchError
 from hgpart.hypergraph import BROADCAST, DTYPE_BYTES, Hypergraph, sorted_unique
+from hgpart.memory import MemorySettings, Optimizer, part_memory
 
 __all__ = ["PartitionMetrics", "partition_metrics", "connectivity", "km1_bytes", "MIB", "OPTIMIZER_SLOTS",
            "SCALAR_COLUMNS"]
 
 MIB = float(2**20)
-OPTIMIZER_SLOTS = {"sgd": 0, "momentum": 1, "adam": 2}
+OPTIMIZER_SLOTS = {o.value: o.slots for o in Optimizer}
 
 
 @dataclass
@@ -58,6 +60,24 @@ class PartitionMetrics:
     max_memory_bytes: float
     max_over_avg_memory: float
     optimizer: str = "adam"
+    #: per part: gradients (one value per parameter) and the maps received from other parts, kept for backward
+    part_gradient_bytes: list[float] = field(default_factory=list)
+    part_received_bytes: list[float] = field(default_factory=list)
+    #: batches in flight whose activations a part keeps; the device memory limit in bytes (0: none)
+    inflight: int = 1
+    memory_limit_bytes: float = 0.0
+
+    @property
+    def part_memory_bytes(self) -> list[float]:
+        """Total memory of every part (the sum of the per-part memory lists recorded)."""
+        cols = [self.part_param_bytes, self.part_gradient_bytes, self.part_optimizer_bytes,
+                self.part_activation_bytes, self.part_received_bytes]
+        return [float(sum(c[q] for c in cols if c)) for q in range(self.k)]
+
+    @property
+    def fits_memory(self) -> bool:
+        """Every part within the memory limit (True without one)."""
+        return self.memory_limit_bytes <= 0 or max(self.part_memory_bytes) <= self.memory_limit_bytes
 
     def to_dict(self, keys: Sequence[str] | None = None) -> dict[str, object]:
         """Every field, or only ``keys`` (in that order)."""
@@ -131,9 +151,11 @@ def balance_class(hg: Hypergraph, parts: np.ndarray, k: int, epsilon: float,
 
 
 def partition_metrics(
-    hg: Hypergraph, parts: np.ndarray, k: int, *, optimizer: str = "adam", dtype_bytes: int = DTYPE_BYTES
+    hg: Hypergraph, parts: np.ndarray, k: int, *, optimizer: str = "adam", dtype_bytes: int = DTYPE_BYTES,
+    inflight: int = 1, memory_limit: float | None = None,
 ) -> PartitionMetrics:
-    """All metrics of ``parts`` (one part id per vertex) on ``hg``."""
+    """All metrics of ``parts`` (one part id per vertex) on ``hg``; memory at the hypergraph's batch size with
+    ``inflight`` batches in flight, against ``memory_limit`` bytes when given."""
     if k < 1:
         raise BadOptionError(f"K = {k} must be >= 1", option="k", value=k)
     parts = _check_parts(hg, parts, k)
@@ -157,14 +179,10 @@ def partition_metrics(
     np.add.at(recv, root_part[red], (cost * extra)[red])
 
     total = float(np.dot(cost, extra))
-    slots = OPTIMIZER_SLOTS.get(optimizer)
-    if slots is None:
-        raise BadOptionError(f"unknown optimizer {optimizer!r}", fix=f"use one of {sorted(OPTIMIZER_SLOTS)}",
-                             option="optimizer", value=optimizer)
-    pbytes = np.bincount(parts, weights=hg.vertex_params, minlength=k) * dtype_bytes
-    obytes = pbytes * slots
-    abytes = np.bincount(parts, weights=hg.vertex_act_bytes, minlength=k)
-    mem = pbytes + obytes + abytes
+    settings = MemorySettings(batch_size=hg.batch_size, inflight=inflight, optimizer=Optimizer.parse(optimizer),
+                              dtype_bytes=dtype_bytes)
+    pm = part_memory(hg, parts, k, settings, limit=memory_limit)
+    mem = np.array([p.total for p in pm])
     maxw, minw, avgw = float(work.max()), float(work.min()), float(work.mean())
     avg_comm = total / k
     return PartitionMetrics(
@@ -184,10 +202,14 @@ def partition_metrics(
         part_work=work.tolist(),
         part_send_mib=(send / MIB).tolist(),
         part_recv_mib=(recv / MIB).tolist(),
-        part_param_bytes=pbytes.tolist(),
-        part_optimizer_bytes=obytes.tolist(),
-        part_activation_bytes=abytes.tolist(),
+        part_param_bytes=[p.params for p in pm],
+        part_optimizer_bytes=[p.optimizer for p in pm],
+        part_activation_bytes=[p.activations for p in pm],
         max_memory_bytes=float(mem.max()),
         max_over_avg_memory=float(mem.max() / mem.mean()) if mem.mean() > 0 else 0.0,
-        optimizer=optimizer,
+        optimizer=settings.optimizer.value,
+        part_gradient_bytes=[p.gradients for p in pm],
+        part_received_bytes=[p.received for p in pm],
+        inflight=inflight,
+        memory_limit_bytes=float(memory_limit or 0.0),
     )

@@ -29,7 +29,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("frontend", ("hgpart.layergraph", "hgpart.zoo", "hgpart.frontend", "hgpart.models")),
     ("profile", ("hgpart.profile", "hgpart.profiler", "hgpart.profile_compare", "hgpart.profile_report",
                  "hgpart.timing")),
-    ("hypergraph", ("hgpart.hypergraph", "hgpart.metrics", "hgpart.tables")),
+    ("hypergraph", ("hgpart.hypergraph", "hgpart.memory", "hgpart.metrics", "hgpart.tables")),
     ("partitioners", ("hgpart.partitioners", "hgpart.formats")),
     ("placement", ("hgpart.placement",)),
     ("simulate", ("hgpart.cluster", "hgpart.simulate")),
