@@ -132,3 +132,21 @@ def test_command_line_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
                          (["--devices", "8", "-s", "sync-dp"], "needs 8 devices")):
         code, _, err = _cli(["simulate", "-p", str(pl_path), "-c", str(cfile), *argv], capsys)
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_measured_profile_of_the_device_kind_replaces_the_flop_rate(tmp_path: Path) -> None:
+    from hgpart.profile import LayerCost, Profile
+
+    graph = toy_network()
+    costs = [LayerCost(layer.name, 1.0 + i, 3.0 + 2 * i, layer.flops, layer.params, 0)
+             for i, layer in enumerate(graph.layers)]  # backward / forward differs by layer: two builds
+    Profile(graph.name, graph.input_shape, 16, "measured", graph.fingerprint(), costs).save(tmp_path / "p.json")
+    cluster = _cluster(profiles=str(tmp_path))
+    times = layer_times(graph, cluster.device, batch=8)
+    assert times.forward["input"] == pytest.approx(0.5e-3) and times.backward["conv1"] == pytest.approx(2.5e-3)
+    pl = _placement(k=2)
+    res = simulate(pl, cluster, SimOptions(batch_size=8, inflight=1, jobs=1))
+    compute = sum(t.end - t.start for t in res.tasks if t.kind is TaskKind.COMPUTE)
+    # the cost model gives the input layer no work (its vertices weigh nothing): all other layers are charged
+    assert compute == pytest.approx(times.total() - times.forward["input"] - times.backward["input"], rel=1e-12)
+    assert "measured profile" in res.compute_source

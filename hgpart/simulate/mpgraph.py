@@ -20,7 +20,7 @@ unit.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -63,6 +63,8 @@ class MPTemplate:
     messages: list[Message]
     local: list[tuple[int, int]]  # (src unit, dst unit) on the same part
     part_params: list[float]
+    hg: Hypergraph | None = field(default=None, repr=False, compare=False)  # built at micro_batch (for memory)
+    parts: np.ndarray | None = field(default=None, repr=False, compare=False)  # part of every vertex of hg
 
 
 @dataclass
@@ -93,8 +95,9 @@ def _edges(hg: Hypergraph, parts: np.ndarray, unit_of: np.ndarray, k: int) -> tu
     su, du = unit_of[src_v], unit_of[dst_v]
     sp, dp = parts[src_v], parts[dst_v]
     same = sp == dp
-    pairs = np.unique(np.stack([su[same], du[same]], axis=1), axis=0) if same.any() else np.zeros((0, 2), np.int64)
-    local = [(int(a), int(b)) for a, b in pairs if a != b]
+    n_units = int(unit_of.max(initial=0)) + 1
+    pairs = np.unique(su[same] * n_units + du[same])
+    local = [(int(a), int(b)) for a, b in zip(pairs // n_units, pairs % n_units, strict=True) if a != b]
     r = ~same
     n_r, su_r, dp_r, du_r, sp_r = pin_net[r], su[r], dp[r], du[r], sp[r]
     # bytes: each net travels once per (sending part, receiving part)
@@ -102,9 +105,9 @@ def _edges(hg: Hypergraph, parts: np.ndarray, unit_of: np.ndarray, k: int) -> tu
     msg_key = su_r * k + dp_r
     keys, inverse = np.unique(msg_key[first], return_inverse=True)
     nbytes = np.bincount(inverse, weights=hg.net_cost[n_r[first]], minlength=keys.size)
-    feed_pairs = np.unique(np.stack([msg_key, du_r], axis=1), axis=0) if r.any() else np.zeros((0, 2), np.int64)
+    feed_pairs = np.unique(msg_key * n_units + du_r)
     feeds: dict[int, list[int]] = {}
-    for key, d in feed_pairs:
+    for key, d in zip(feed_pairs // n_units, feed_pairs % n_units, strict=True):
         feeds.setdefault(int(key), []).append(int(d))
     msgs = [Message(int(key // k), int(key % k), float(b), tuple(feeds[int(key)]))
             for key, b in zip(keys, nbytes, strict=True)]
@@ -119,13 +122,17 @@ def mp_template(placement: Placement, times: LayerTimes, *, micro_batch: int) ->
     bwd = {n: s * scale for n, s in times.backward.items()}
     grain: Grain = "fine" if placement.grain == "fine" else "coarse"
     hg = build_hypergraph(graph, fwd, batch_size=micro_batch, grain=grain, work_unit="s")
-    hg_b = build_hypergraph(graph, bwd, batch_size=micro_batch, grain=grain, work_unit="s")
     k = placement.k
     parts = placement.vertex_parts(hg)
     key = _unit_keys(hg, parts, k)
     size = len(hg.blocks) * k
     fw = np.bincount(key, weights=hg.vertex_weight, minlength=size)
-    bw = np.bincount(key, weights=hg_b.vertex_weight, minlength=size)
+    ratio = _common_ratio(fwd, bwd)
+    if ratio is not None:  # every layer's backward is the same multiple of its forward (the FLOP model): scale
+        bw = fw * ratio
+    else:
+        hg_b = build_hypergraph(graph, bwd, batch_size=micro_batch, grain=grain, work_unit="s")
+        bw = np.bincount(key, weights=hg_b.vertex_weight, minlength=size)
     present = np.flatnonzero(np.bincount(key, minlength=size))
     unit_index = np.full(size, -1, dtype=np.int64)
     unit_index[present] = np.arange(present.size)
@@ -136,7 +143,15 @@ def mp_template(placement: Placement, times: LayerTimes, *, micro_batch: int) ->
         units.append(Unit(label, int(u) % k, float(fw[u]), float(bw[u]), blk.role == "input"))
     msgs, local = _edges(hg, parts, unit_index[key], k)
     params = np.bincount(parts, weights=hg.vertex_params, minlength=k)
-    return MPTemplate(k, micro_batch, units, msgs, local, [float(p) for p in params])
+    return MPTemplate(k, micro_batch, units, msgs, local, [float(p) for p in params], hg=hg, parts=parts)
+
+
+def _common_ratio(fwd: dict[str, float], bwd: dict[str, float]) -> float | None:
+    """The one factor with ``bwd = factor * fwd`` for every layer, or ``None`` if there is none."""
+    ratios = {bwd[n] / f for n, f in fwd.items() if f > 0}
+    if len(ratios) != 1 or any(bwd[n] for n, f in fwd.items() if f <= 0):
+        return None
+    return ratios.pop()
 
 
 #: maps a part to (its device, the compute resource) and a pair of parts to (seconds, ports) of a transfer

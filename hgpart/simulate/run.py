@@ -30,7 +30,7 @@ from hgpart.cluster import Cluster
 from hgpart.errors import BadOptionError
 from hgpart.fileio import write_json
 from hgpart.layergraph import LayerGraph
-from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory, placement_memory
+from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
 from hgpart.placement import Placement
 from hgpart.simulate.costs import LayerTimes, layer_times, update_seconds
 from hgpart.simulate.engine import Engine, Task
@@ -198,7 +198,8 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     ups = [update_seconds(p, cluster.device, opts.optimizer) for p in tpl.part_params]
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, n)
     kept = n if opts.mode is Mode.ASYNC else 1
-    mem = placement_memory(pl, batch_size=batch, inflight=kept, optimizer=opts.optimizer)
+    settings = MemorySettings(batch_size=batch, inflight=kept, optimizer=Optimizer.parse(opts.optimizer))
+    mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
     return wl, [DeviceMemory.of(p, m, cluster.device.memory_bytes) for p, m in enumerate(mem)], n
 
 
