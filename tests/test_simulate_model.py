@@ -150,3 +150,26 @@ def test_a_measured_profile_of_the_device_kind_replaces_the_flop_rate(tmp_path: 
     # the cost model gives the input layer no work (its vertices weigh nothing): all other layers are charged
     assert compute == pytest.approx(times.total() - times.forward["input"] - times.backward["input"], rel=1e-12)
     assert "measured profile" in res.compute_source
+
+
+def test_plan_ranks_fitting_plans_by_epoch_time_and_says_why_losers_lose() -> None:
+    from hgpart.simulate.plan import PlanOptions, plan
+
+    graph = toy_network()
+    p = plan(graph, _cluster(), PlanOptions(batch_size=8, max_k=4, backend="layerwise"))
+    names = [r.name for r in p.rows]
+    assert p.winner is not None and names[0] == p.winner.name
+    assert {"single device", "sync-dp K=2", "async-dp-1ps K=4", "layer-wise K=4", "coarse hypergraph K=2"} <= set(names)
+    epochs = [r.result.epoch_s for r in p.rows if r.fits]
+    assert epochs == sorted(epochs)
+    assert all(r.reason for r in p.rows) and p.rows[0].reason == "fastest that fits"
+    assert all("slower" in r.reason for r in p.rows[1:])
+    # a limit below what one device needs: the single device is out, and every plan is judged on its own memory
+    # (on this toy the activations dominate: a pipeline keeping K batches in flight can need more than one device)
+    single = next(r for r in p.rows if r.name == "single device")
+    limit = single.max_memory * 0.9
+    q = plan(graph, _cluster(), PlanOptions(batch_size=8, max_k=4, backend="layerwise", memory_limit=limit))
+    assert "single device" in {r.name for r in q.rows if not r.fits}
+    assert all(r.reason.startswith("does not fit") and r.max_memory > limit for r in q.rows if not r.fits)
+    assert all(r.max_memory <= limit for r in q.rows if r.fits)
+    assert q.winner is not None and q.rows.index(q.winner) == 0
