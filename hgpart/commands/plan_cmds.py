@@ -33,6 +33,7 @@ def plan_cmd(
                               "large models)"),
     backend: str = typer.Option("mtkahypar", "--backend", help="partitioner of the hypergraph placements"),
     images: int = typer.Option(10_240, "--images", help="images per epoch"),
+    group: int = typer.Option(8, "--group", help="filters per vertex of the hypergraphs partitioned (speed)"),
     out: Path = typer.Option(Path("partitions/plan.json"), "--out", "-o", help="the winner's placement file"),
 ) -> None:
     """Predict every strategy's time per epoch and memory on a cluster; keep the fastest that fits."""
@@ -42,7 +43,7 @@ def plan_cmd(
     target = load_cluster(cluster)
     graph = load_graph(model, input_shape=parse_input(input))
     opts = PlanOptions(batch_size=batch_size, max_k=max_k, memory_limit=limit, fine=fine, backend=backend,
-                       images=images)
+                       images=images, group=check_parts(group, where="--group"))
     con = Console()
     result = plan(graph, target, opts)
     print_plan(con, result, f"{graph.name} {graph.input_tag}, batch {batch_size}, on {target.name}")

@@ -126,7 +126,8 @@ def mp_template(placement: Placement, times: LayerTimes, *, micro_batch: int) ->
     parts = placement.vertex_parts(hg)
     key = _unit_keys(hg, parts, k)
     size = len(hg.blocks) * k
-    fw = np.bincount(key, weights=hg.vertex_weight, minlength=size)
+    fw: np.ndarray = np.bincount(key, weights=hg.vertex_weight, minlength=size)
+    bw: np.ndarray
     ratio = _common_ratio(fwd, bwd)
     if ratio is not None:  # every layer's backward is the same multiple of its forward (the FLOP model): scale
         bw = fw * ratio

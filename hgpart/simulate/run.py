@@ -29,6 +29,7 @@ import numpy as np
 from hgpart.cluster import Cluster
 from hgpart.errors import BadOptionError
 from hgpart.fileio import write_json
+from hgpart.hypergraph import Hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
 from hgpart.placement import Placement
@@ -203,14 +204,14 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     return wl, [DeviceMemory.of(p, m, cluster.device.memory_bytes) for p, m in enumerate(mem)], n
 
 
-def _replica_memory(pl: Placement, batch: int, optimizer: str) -> PartMemory:
-    hg = pl.hypergraph()
+def _replica_memory(pl: Placement, batch: int, optimizer: str, hg: Hypergraph | None) -> PartMemory:
+    hg = hg if hg is not None else pl.hypergraph()
     settings = MemorySettings(batch_size=batch, inflight=1, optimizer=Optimizer.parse(optimizer))
     return part_memory(hg, np.zeros(hg.num_vertices, dtype=np.int64), 1, settings)[0]
 
 
-def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes
-                   ) -> tuple[Workload, list[DeviceMemory], int]:
+def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes,
+                   hg: Hypergraph | None) -> tuple[Workload, list[DeviceMemory], int]:
     graph = pl.graph
     n = 1 if opts.strategy is SimStrategy.SINGLE else opts.devices or pl.k
     _check(n, cluster, f"{opts.strategy.value} on {n} devices")
@@ -223,7 +224,7 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     params = float(sum(layer.params for layer in graph.layers))
     where = ClusterDevices(cluster)
     cap = cluster.device.memory_bytes
-    rep = _replica_memory(pl, share, opts.optimizer)
+    rep = _replica_memory(pl, share, opts.optimizer, hg)
     full_update = update_seconds(params, cluster.device, opts.optimizer)
     if opts.strategy is SimStrategy.SINGLE:
         return SingleDevice(fwd, bwd, full_update, batch, where), [DeviceMemory.of(0, rep, cap)], 1
@@ -247,8 +248,13 @@ def _shards(graph: LayerGraph, n: int, strategy: SimStrategy) -> list[float]:
     return out
 
 
-def simulate(pl: Placement, cluster: Cluster, opts: SimOptions) -> SimResult:
-    """Simulate ``opts.strategy`` for the model of ``pl`` on ``cluster``; see the module docstring."""
+def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: Hypergraph | None = None
+             ) -> SimResult:
+    """Simulate ``opts.strategy`` for the model of ``pl`` on ``cluster``; see the module docstring.
+
+    ``hypergraph``: ``pl.hypergraph()`` when the caller has it already (the data-parallel strategies read the
+    memory of a whole replica from it; building VGG16's takes tens of seconds).
+    """
     batch = opts.batch_size or pl.batch_size
     if batch < 1 or opts.inflight < 0 or opts.images < 1:
         raise BadOptionError("batch size, in-flight count and images must be positive", where="simulate",
@@ -257,7 +263,7 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions) -> SimResult:
     if opts.strategy is SimStrategy.MODEL:
         wl, mem, inflight = _model_parallel(pl, cluster, opts, batch, times)
     else:
-        wl, mem, inflight = _data_parallel(pl, cluster, opts, batch, times)
+        wl, mem, inflight = _data_parallel(pl, cluster, opts, batch, times, hypergraph)
     jobs = opts.jobs or max(8, 4 * wl.slots)
     eng = Engine()
     run = run_jobs(eng, wl, jobs=jobs)
