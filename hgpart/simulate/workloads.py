@@ -80,29 +80,34 @@ class JobRun:
         return sum(self.images[w:]) / span if span > 0 else 0.0
 
 
+class _Driver:
+    """Hands out job indices to slots as their jobs end (the state :func:`run_jobs` keeps)."""
+
+    def __init__(self, eng: Engine, wl: Workload, jobs: int) -> None:
+        self.eng, self.wl, self.jobs = eng, wl, jobs
+        self.next = 0
+        self.out = JobRun(slots=wl.slots)
+
+    def start(self, slot: int) -> None:
+        if self.next >= self.jobs:
+            return
+        job, self.next = self.next, self.next + 1
+        last, images = self.wl.add_job(self.eng, job, slot)
+        self.eng.on_finish(last, lambda now: self.done(slot, images, now))
+
+    def done(self, slot: int, images: int, now: float) -> None:
+        self.out.ends.append(now)
+        self.out.images.append(images)
+        self.start(slot)
+
+
 def run_jobs(eng: Engine, wl: Workload, *, jobs: int) -> JobRun:
     """Run ``jobs`` jobs of ``wl``, ``wl.slots`` at a time; see the module docstring."""
-    out = JobRun(slots=wl.slots)
-    state = {"next": 0}
-
-    def start(slot: int) -> None:
-        job = state["next"]
-        if job >= jobs:
-            return
-        state["next"] += 1
-        last, images = wl.add_job(eng, job, slot)
-
-        def done(now: float) -> None:
-            out.ends.append(now)
-            out.images.append(images)
-            start(slot)
-
-        eng.on_finish(last, done)
-
+    drv = _Driver(eng, wl, jobs)
     for slot in range(min(wl.slots, jobs)):
-        start(slot)
+        drv.start(slot)
     eng.run()
-    return out
+    return drv.out
 
 
 def _update(eng: Engine, name: str, seconds: float, dev: int, res: str, job: int, deps: Sequence[int]) -> int:
