@@ -128,6 +128,8 @@ def test_command_line_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert all({"name", "cat", "ts", "dur", "tid"} <= set(e) for e in trace["traceEvents"] if e["ph"] == "X")
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["images_per_s"] > 0 and len(result["memory"]) == 2
+    path = result["critical_path"]
+    assert path and all(a["end_s"] <= b["start_s"] + 1e-12 for a, b in zip(path, path[1:], strict=False))
     for argv, needle in ((["--mode", "pipelined"], "unknown mode"), (["-s", "hybrid"], "unknown strategy"),
                          (["--devices", "8", "-s", "sync-dp"], "needs 8 devices")):
         code, _, err = _cli(["simulate", "-p", str(pl_path), "-c", str(cfile), *argv], capsys)

@@ -18,6 +18,7 @@ first step takes beyond it (the pipeline filling).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -157,7 +158,9 @@ class SimResult:
                 "epoch_s": self.epoch_s, "images": self.images, "jobs": self.jobs,
                 "times": [t.to_dict() for t in self.times],
                 "memory": [{**m.__dict__, "total": m.total, "fits": m.fits} for m in self.memory],
-                "critical_path_seconds": self.path_seconds(), "compute_source": self.compute_source}
+                "critical_path_seconds": self.path_seconds(),
+                "critical_path": [dataclasses.asdict(step) for step in self.path],
+                "compute_source": self.compute_source}
 
     def write_trace(self, folder: str | Path) -> Path:
         """Write ``folder/devices_trace.simulated.json`` (the runtime's trace format)."""
