@@ -30,6 +30,8 @@ COMMAND_MODULES = [
     "hgpart.commands.compare_cmds",
     "hgpart.commands.train_cmds",
     "hgpart.commands.quickstart_cmds",
+    "hgpart.commands.sim_cmds",
+    "hgpart.commands.plan_cmds",
 ]
 
 #: drops TensorFlow's C++ log lines from file descriptor 2 while :func:`main` runs (off with --verbose)

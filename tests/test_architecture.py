@@ -32,6 +32,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("hypergraph", ("hgpart.hypergraph", "hgpart.memory", "hgpart.metrics", "hgpart.tables")),
     ("partitioners", ("hgpart.partitioners", "hgpart.formats")),
     ("placement", ("hgpart.placement",)),
+    ("simulate", ("hgpart.cluster", "hgpart.simulate")),
     ("runtime", ("hgpart.runtime",)),
     ("compare", ("hgpart.compare",)),
     ("commands", ("hgpart.commands", "hgpart.cli")),

@@ -1,0 +1,226 @@
+"""Cluster files (``hgpart.cluster/1``): the devices and links a training run would use.
+
+Usage::
+
+    from hgpart.cluster import load_cluster
+    c = load_cluster("thesis-cluster")        # a packaged preset, or a path to a JSON file
+    c.num_devices, c.device.rate_flops        # 4, peak x efficiency in FLOP/s
+    r = c.route(0, 1)                         # the ports a transfer from device 0 to device 1 holds
+    r.seconds(2**20)                          # latency + bytes / bandwidth
+
+A cluster is homogeneous: ``nodes`` x ``devices_per_node`` devices of one kind, device ``d`` on node
+``d // devices_per_node``. A device's compute rate is a measured profile of that device kind (``profiles``, a folder
+of ``hgpart profile`` files) for the models it holds, else its peak FLOP/s times an efficiency applied to the
+layers' FLOP counts. Links are full-duplex ports: a transfer inside a node holds the sender's out-port and the
+receiver's in-port of the ``intra_node`` link; a transfer between nodes holds the out- and in-ports of the
+``inter_node`` link, owned by the node (one shared NIC) or by the device (one NIC per device). Two transfers that
+need the same port take turns (see :mod:`hgpart.simulate`).
+
+The JSON Schema is ``hgpart/data/cluster.schema.json``; ``docs/simulator.md`` describes every field. Presets are
+packaged data files ``hgpart/data/cluster_<name>.json``; each figure in them names its source.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from hgpart.errors import BadFileError, BadOptionError
+from hgpart.fileio import read_json
+
+__all__ = ["CLUSTER_FORMAT", "GIB", "PRESETS", "Cluster", "DeviceSpec", "Link", "PortOwner", "Route", "load_cluster",
+           "preset_path", "cluster_schema"]
+
+CLUSTER_FORMAT = "hgpart.cluster/1"
+DATA = Path(__file__).resolve().parent / "data"
+#: presets shipped as data files; ``this-machine`` needs a calibration this version cannot make yet
+PRESETS = ("thesis-cluster", "8gpu-nvlink")
+NOT_YET = {"this-machine": "no calibration of this machine exists yet (`hgpart calibrate` is not built)"}
+GIB = 2**30
+
+
+class PortOwner(Enum):
+    """Who owns the ports of a link: every device has its own, or the devices of a node share the node's."""
+
+    DEVICE = "device"
+    NODE = "node"
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device kind: compute rate, memory capacity and memory bandwidth (optimizer updates)."""
+
+    kind: str
+    memory_bytes: float
+    memory_bandwidth: float  # bytes/s
+    peak_flops: float | None = None  # FLOP/s
+    efficiency: float | None = None
+    profiles: Path | None = None  # folder of measured profiles of this device kind
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def rate_flops(self) -> float | None:
+        """Sustained FLOP/s: peak x efficiency (``None`` when the kind is described by profiles only)."""
+        if self.peak_flops is None:
+            return None
+        return self.peak_flops * (self.efficiency if self.efficiency is not None else 1.0)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link kind: bandwidth per direction (bytes/s), latency (s), who owns its ports."""
+
+    bandwidth: float
+    latency: float
+    port_per: PortOwner
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Route:
+    """What a transfer between two devices holds (port names) and how long it takes."""
+
+    ports: tuple[str, ...]
+    link: Link
+
+    def seconds(self, nbytes: float) -> float:
+        """Latency + bytes / bandwidth (the alpha-beta model)."""
+        return self.link.latency + float(nbytes) / self.link.bandwidth
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A validated cluster file."""
+
+    name: str
+    nodes: int
+    devices_per_node: int
+    device: DeviceSpec
+    intra: Link | None
+    inter: Link | None
+    description: str = ""
+    path: str = ""
+
+    @property
+    def num_devices(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    def node_of(self, device: int) -> int:
+        return device // self.devices_per_node
+
+    def route(self, src: int, dst: int) -> Route:
+        """The ports held by a transfer from ``src`` to ``dst`` (two distinct devices of this cluster)."""
+        if not (0 <= src < self.num_devices and 0 <= dst < self.num_devices) or src == dst:
+            raise BadOptionError(f"no route from device {src} to device {dst}", where=f"cluster {self.name}",
+                                 fix=f"devices are 0..{self.num_devices - 1} and must differ")
+        same = self.node_of(src) == self.node_of(dst)
+        link = self.intra if same else self.inter
+        if link is None:  # checked at load time; kept for the type checker
+            raise BadOptionError(f"cluster {self.name} has no {'intra' if same else 'inter'}-node link")
+        if link.port_per is PortOwner.NODE:
+            a, b = f"n{self.node_of(src)}", f"n{self.node_of(dst)}"
+        else:
+            a, b = f"d{src}", f"d{dst}"
+        tag = "intra" if same else "inter"
+        return Route((f"{tag}-out:{a}", f"{tag}-in:{b}"), link)
+
+    def describe(self) -> str:
+        d = self.device
+        rate = f"{d.rate_flops / 1e12:.2f} TFLOP/s sustained" if d.rate_flops else f"profiles in {d.profiles}"
+        links = []
+        for tag, link in (("intra-node", self.intra), ("inter-node", self.inter)):
+            if link is not None:
+                links.append(f"{tag} {link.bandwidth / 1e9:g} GB/s, {link.latency * 1e6:g} us")
+        return (f"{self.name}: {self.nodes} node(s) x {self.devices_per_node} {d.kind} ({rate}, "
+                f"{d.memory_bytes / GIB:g} GiB); " + "; ".join(links))
+
+
+def cluster_schema() -> dict[str, Any]:
+    """The JSON Schema shipped in the package (``hgpart/data/cluster.schema.json``)."""
+    return json.loads((DATA / "cluster.schema.json").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _validator() -> Any:
+    import jsonschema
+
+    sch = cluster_schema()
+    cls = jsonschema.validators.validator_for(sch)
+    cls.check_schema(sch)
+    return cls(sch)
+
+
+def preset_path(name: str) -> Path | None:
+    """The packaged file of preset ``name``, or ``None`` if there is no such preset."""
+    path = DATA / f"cluster_{name}.json"
+    return path if name in PRESETS and path.is_file() else None
+
+
+def load_cluster(name_or_path: str | Path) -> Cluster:
+    """A preset by name (:data:`PRESETS`) or a cluster file by path; any defect is one :class:`BadFileError`."""
+    text = str(name_or_path)
+    if text in NOT_YET:
+        raise BadOptionError(f"the {text} preset is not available: {NOT_YET[text]}", where="--cluster",
+                             option="--cluster", value=text,
+                             fix=f"use one of {', '.join(PRESETS)} or write a cluster file (docs/simulator.md)")
+    path = preset_path(text)
+    if path is None:
+        path = Path(text)
+        if not path.exists() and path.suffix != ".json" and "/" not in text:
+            raise BadOptionError(f"unknown cluster {text!r}", where="--cluster", option="--cluster", value=text,
+                                 fix=f"use a preset ({', '.join(PRESETS)}) or the path of a cluster file")
+    return cluster_from_dict(read_json(path, what="cluster file"), where=str(path), base=path.parent)
+
+
+def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = None) -> Cluster:
+    """Validate a parsed cluster file (schema, then the rules the schema cannot say) and type it."""
+    import jsonschema
+
+    if not isinstance(d, dict) or d.get("format") != CLUSTER_FORMAT:
+        got = d.get("format") if isinstance(d, dict) else type(d).__name__
+        raise BadFileError(f"not an hgpart cluster file (format {got!r})", where=where, path=where,
+                           fix=f"expected format {CLUSTER_FORMAT!r}; see docs/simulator.md")
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(d))
+    if error is not None:
+        at = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise BadFileError(f"cluster file is malformed at {at}: {error.message[:160]}", where=where, path=where,
+                           fix="see hgpart/data/cluster.schema.json and docs/simulator.md")
+    dev = d["device"]
+    has_peak = "peak_TFLOPs" in dev
+    if not has_peak and "profiles" not in dev:
+        raise BadFileError("the device has neither peak_TFLOPs (with efficiency) nor profiles", where=where,
+                           path=where, fix="give device.peak_TFLOPs and device.efficiency, or a profiles folder")
+    if has_peak != ("efficiency" in dev):
+        raise BadFileError("device.peak_TFLOPs and device.efficiency go together", where=where, path=where,
+                           fix="give both (efficiency: the fraction of peak a training step sustains)")
+    profiles = None
+    if "profiles" in dev:
+        profiles = Path(dev["profiles"])
+        profiles = profiles if profiles.is_absolute() else (base or Path(".")) / profiles
+    device = DeviceSpec(kind=dev["kind"], memory_bytes=float(dev["memory_GiB"]) * GIB,
+                        memory_bandwidth=float(dev["memory_bandwidth_GBps"]) * 1e9,
+                        peak_flops=float(dev["peak_TFLOPs"]) * 1e12 if has_peak else None,
+                        efficiency=float(dev["efficiency"]) if has_peak else None, profiles=profiles,
+                        sources=dict(dev.get("sources", {})))
+    links = d["links"]
+    intra = _link(links.get("intra_node"), PortOwner.DEVICE)
+    inter = _link(links.get("inter_node"), PortOwner.NODE)
+    if d["devices_per_node"] > 1 and intra is None:
+        raise BadFileError(f"{d['devices_per_node']} devices per node but no links.intra_node", where=where,
+                           path=where, fix="describe the link between devices of one node")
+    if d["nodes"] > 1 and inter is None:
+        raise BadFileError(f"{d['nodes']} nodes but no links.inter_node", where=where, path=where,
+                           fix="describe the network between nodes")
+    return Cluster(name=d["name"], nodes=int(d["nodes"]), devices_per_node=int(d["devices_per_node"]), device=device,
+                   intra=intra, inter=inter, description=str(d.get("description", "")), path=where)
+
+
+def _link(d: dict[str, Any] | None, default: PortOwner) -> Link | None:
+    if d is None:
+        return None
+    return Link(bandwidth=float(d["bandwidth_GBps"]) * 1e9, latency=float(d["latency_us"]) * 1e-6,
+                port_per=PortOwner(d.get("port_per", default.value)), sources=dict(d.get("sources", {})))

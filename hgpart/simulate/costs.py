@@ -1,0 +1,91 @@
+"""Seconds of work on a device kind: every layer's forward and backward pass, and an optimizer update.
+
+Usage::
+
+    t = layer_times(graph, cluster.device, batch=32)
+    t.forward["block1_conv1"], t.backward["block1_conv1"], t.source
+    update_seconds(params=1_000_000, device=cluster.device, optimizer="adam")
+
+A device kind with a ``profiles`` folder uses the measured profile of the model (same fingerprint) whose batch size
+is nearest, scaled linearly to the batch asked for. Otherwise the layers' forward FLOP counts are divided by the
+sustained rate (peak x efficiency), and the backward pass costs :data:`hgpart.profile.BACKWARD_FLOP_FACTOR` times
+the forward one (input and weight gradients). An optimizer update is memory-bound: it streams the bytes of
+:data:`UPDATE_BYTES` per parameter through the device's memory bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hgpart.cluster import DeviceSpec
+from hgpart.errors import BadOptionError, HgpartError, MissingProfileError
+from hgpart.layergraph import LayerGraph
+from hgpart.metrics import OPTIMIZER_SLOTS
+from hgpart.profile import BACKWARD_FLOP_FACTOR, Profile
+
+__all__ = ["LayerTimes", "layer_times", "update_seconds", "UPDATE_BYTES"]
+
+#: bytes read and written per parameter by one update, float32: parameter, gradient and each optimizer slot are
+#: read, parameter and slots written (sgd 3 x 4, momentum 5 x 4, adam 7 x 4)
+UPDATE_BYTES = {opt: 4 * (3 + 2 * slots) for opt, slots in OPTIMIZER_SLOTS.items()}
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """Forward and backward seconds of every layer at ``batch`` samples on one device kind."""
+
+    forward: dict[str, float]
+    backward: dict[str, float]
+    batch: int
+    source: str
+
+    def total(self) -> float:
+        return sum(self.forward.values()) + sum(self.backward.values())
+
+
+def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTimes:
+    """The layer times of ``graph`` at ``batch`` samples on ``device`` (see the module docstring)."""
+    if batch < 1:
+        raise BadOptionError(f"batch size {batch} must be >= 1", option="--batch-size", value=batch)
+    if device.profiles is not None:
+        prof = _matching_profile(graph, device.profiles, batch)
+        if prof is not None:
+            scale = batch / prof.batch_size / 1000.0
+            return LayerTimes({c.name: c.forward_ms * scale for c in prof.layers},
+                              {c.name: c.backward_ms * scale for c in prof.layers}, batch,
+                              f"measured profile of {device.kind} at batch {prof.batch_size}, scaled to {batch}")
+    rate = device.rate_flops
+    if rate is None:
+        raise MissingProfileError(f"no measured profile of {graph.name} {list(graph.input_shape)} in "
+                                  f"{device.profiles}", where="--cluster", path=str(device.profiles),
+                                  model=graph.name, batch_size=batch,
+                                  fix=f"run `hgpart profile --model {graph.name}` on that device kind into the "
+                                      "folder, or give the device peak_TFLOPs and efficiency")
+    fwd = {layer.name: float(layer.flops) * batch / rate for layer in graph.layers}
+    return LayerTimes(fwd, {n: BACKWARD_FLOP_FACTOR * s for n, s in fwd.items()}, batch,
+                      f"FLOPs / ({rate / 1e12:.3g} TFLOP/s = peak x efficiency of {device.kind})")
+
+
+def _matching_profile(graph: LayerGraph, folder: Path, batch: int) -> Profile | None:
+    """The measured profile of ``graph`` in ``folder`` with the batch size nearest ``batch`` (None: none)."""
+    best: Profile | None = None
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            prof = Profile.load(path)
+        except HgpartError:
+            continue
+        if prof.mode != "measured" or prof.fingerprint != graph.fingerprint():
+            continue
+        if best is None or abs(prof.batch_size - batch) < abs(best.batch_size - batch):
+            best = prof
+    return best
+
+
+def update_seconds(params: float, device: DeviceSpec, optimizer: str) -> float:
+    """Seconds of one optimizer update of ``params`` parameters on ``device`` (memory-bound)."""
+    per = UPDATE_BYTES.get(optimizer)
+    if per is None:
+        raise BadOptionError(f"unknown optimizer {optimizer!r}", where="--optimizer", option="--optimizer",
+                             value=optimizer, fix=f"use one of {sorted(UPDATE_BYTES)}")
+    return float(params) * per / device.memory_bandwidth

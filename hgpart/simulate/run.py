@@ -1,0 +1,295 @@
+"""Simulate training a model with one strategy on a cluster: the public entry point of :mod:`hgpart.simulate`.
+
+Usage::
+
+    from hgpart.simulate import SimOptions, SimStrategy, simulate
+    pl = load_placement("partitions/vgg16_coarse_k4.json")
+    res = simulate(pl, load_cluster("thesis-cluster"), SimOptions(batch_size=32, inflight=4))
+    res.step_s, res.images_per_s, res.epoch_s, res.memory[0].fits
+    res.write_trace("sim_trace/")              # devices_trace.simulated.json, Chrome/Perfetto
+    simulate(pl, cluster, SimOptions(batch_size=32, strategy=SimStrategy.SYNC_DP, devices=4))
+
+The placement gives the model (its embedded layer graph) and, for model parallelism, the part of every filter;
+part ``p`` runs on device ``p`` of the cluster. The data-parallel strategies and the single device use only the
+model. Layer times come from the cluster's device (:mod:`hgpart.simulate.costs`), memory from
+:mod:`hgpart.memory`. An epoch is ``ceil(images / B)`` steps at the steady-state step time plus the time the
+first step takes beyond it (the pipeline filling).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hgpart.cluster import Cluster
+from hgpart.errors import BadOptionError
+from hgpart.fileio import write_json
+from hgpart.hypergraph import Hypergraph
+from hgpart.layergraph import LayerGraph
+from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
+from hgpart.placement import Placement
+from hgpart.simulate.costs import LayerTimes, layer_times, update_seconds
+from hgpart.simulate.engine import Engine, Task
+from hgpart.simulate.mpgraph import mp_template
+from hgpart.simulate.timeline import DeviceTime, PathStep, chrome_trace, critical_path, device_times
+from hgpart.simulate.workloads import (
+    AsyncDataParallel,
+    JobRun,
+    Mode,
+    ModelParallel,
+    RingDataParallel,
+    SingleDevice,
+    Workload,
+    greedy_shards,
+    run_jobs,
+)
+
+__all__ = ["SimStrategy", "SimOptions", "SimResult", "DeviceMemory", "ClusterDevices", "simulate", "TRACE_NAME"]
+
+TRACE_NAME = "devices_trace.simulated.json"
+DTYPE_BYTES = 4
+
+
+class SimStrategy(Enum):
+    """What to simulate: the placement's model parallelism, or a baseline on the placement's model."""
+
+    MODEL = "model"
+    SINGLE = "single"
+    SYNC_DP = "sync-dp"
+    ASYNC_DP_1PS = "async-dp-1ps"
+    ASYNC_DP_DPS = "async-dp-dps"
+
+    @staticmethod
+    def parse(value: str | SimStrategy, *, where: str = "--strategy") -> SimStrategy:
+        if isinstance(value, SimStrategy):
+            return value
+        try:
+            return SimStrategy(value)
+        except ValueError:
+            names = ", ".join(s.value for s in SimStrategy)
+            raise BadOptionError(f"unknown strategy {value!r}", where=where, option=where, value=value,
+                                 fix=f"use one of {names}") from None
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """How to simulate: batch size (0: the placement's), mode and batches in flight (0: K), images per epoch."""
+
+    batch_size: int = 0
+    strategy: SimStrategy = SimStrategy.MODEL
+    mode: Mode = Mode.ASYNC
+    inflight: int = 0
+    devices: int = 0  # data parallelism: replicas (0: the placement's K)
+    optimizer: str = "adam"
+    images: int = 10_240
+    jobs: int = 0  # jobs to simulate (0: enough for a steady state)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Bytes a device holds against its capacity (the breakdown of :class:`hgpart.memory.PartMemory`)."""
+
+    device: int
+    params: float
+    gradients: float
+    optimizer: float
+    activations: float
+    received: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.params + self.gradients + self.optimizer + self.activations + self.received
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+    @staticmethod
+    def of(device: int, pm: PartMemory, capacity: float, *, optimizer: float | None = None) -> DeviceMemory:
+        opt = pm.optimizer if optimizer is None else optimizer
+        return DeviceMemory(device, pm.params, pm.gradients, opt, pm.activations, pm.received, capacity)
+
+
+@dataclass
+class SimResult:
+    """A simulated run: throughput, time per epoch, per-device time and memory, critical path."""
+
+    strategy: SimStrategy
+    mode: Mode
+    cluster: str
+    model: str
+    batch_size: int
+    inflight: int
+    devices: list[str]
+    step_s: float
+    images_per_s: float
+    epoch_s: float
+    images: int
+    jobs: int
+    times: list[DeviceTime]
+    memory: list[DeviceMemory]
+    path: list[PathStep]
+    compute_source: str
+    node_of: list[int] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list, repr=False)
+
+    @property
+    def fits(self) -> bool:
+        return all(m.fits for m in self.memory)
+
+    def path_seconds(self) -> dict[str, float]:
+        """Seconds of the critical path by task kind (compute, send, update)."""
+        out: dict[str, float] = {}
+        for s in self.path:
+            out[s.kind] = out.get(s.kind, 0.0) + s.end_s - s.start_s
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy.value, "mode": self.mode.value, "cluster": self.cluster,
+                "model": self.model, "batch_size": self.batch_size, "inflight": self.inflight,
+                "devices": self.devices, "step_s": self.step_s, "images_per_s": self.images_per_s,
+                "epoch_s": self.epoch_s, "images": self.images, "jobs": self.jobs,
+                "times": [t.to_dict() for t in self.times],
+                "memory": [{**m.__dict__, "total": m.total, "fits": m.fits} for m in self.memory],
+                "critical_path_seconds": self.path_seconds(),
+                "critical_path": [dataclasses.asdict(step) for step in self.path],
+                "compute_source": self.compute_source}
+
+    def write_trace(self, folder: str | Path) -> Path:
+        """Write ``folder/devices_trace.simulated.json`` (the runtime's trace format)."""
+        meta = {"strategy": self.strategy.value, "mode": self.mode.value, "cluster": self.cluster,
+                "model": self.model, "batch_size": self.batch_size, "step_s": self.step_s}
+        trace = chrome_trace(self.tasks, self.devices, self.times, meta)
+        return write_json(Path(folder) / TRACE_NAME, trace, indent=None, what="simulated trace")
+
+
+@dataclass(frozen=True)
+class ClusterDevices:
+    """The :class:`hgpart.simulate.workloads.Devices` of a cluster: one compute resource per device, routed ports."""
+
+    cluster: Cluster
+
+    def compute(self, device: int) -> str:
+        return f"dev{device}"
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]:
+        route = self.cluster.route(src, dst)
+        return route.seconds(nbytes), route.ports
+
+
+def _check(n: int, cluster: Cluster, what: str) -> None:
+    if n > cluster.num_devices:
+        raise BadOptionError(f"{what} needs {n} devices, cluster {cluster.name} has {cluster.num_devices}",
+                             where="--cluster", fix="use a smaller K or a larger cluster")
+
+
+def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes
+                    ) -> tuple[Workload, list[DeviceMemory], int]:
+    k, n = pl.k, opts.inflight or pl.k
+    _check(k, cluster, f"a {k}-part placement")
+    if opts.mode is Mode.SYNC and batch % n:
+        raise BadOptionError(f"batch size {batch} is not divisible into {n} micro-batches", where="--inflight",
+                             option="--inflight", value=n, fix="use a batch size divisible by --inflight")
+    micro = batch if opts.mode is Mode.ASYNC else batch // n
+    tpl = mp_template(pl, times, micro_batch=micro)
+    ups = [update_seconds(p, cluster.device, opts.optimizer) for p in tpl.part_params]
+    wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, n)
+    kept = n if opts.mode is Mode.ASYNC else 1
+    settings = MemorySettings(batch_size=batch, inflight=kept, optimizer=Optimizer.parse(opts.optimizer))
+    mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
+    return wl, [DeviceMemory.of(p, m, cluster.device.memory_bytes) for p, m in enumerate(mem)], n
+
+
+def _replica_memory(pl: Placement, batch: int, optimizer: str, hg: Hypergraph | None) -> PartMemory:
+    hg = hg if hg is not None else pl.hypergraph()
+    settings = MemorySettings(batch_size=batch, inflight=1, optimizer=Optimizer.parse(optimizer))
+    return part_memory(hg, np.zeros(hg.num_vertices, dtype=np.int64), 1, settings)[0]
+
+
+def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes,
+                   hg: Hypergraph | None) -> tuple[Workload, list[DeviceMemory], int]:
+    graph = pl.graph
+    n = 1 if opts.strategy is SimStrategy.SINGLE else opts.devices or pl.k
+    _check(n, cluster, f"{opts.strategy.value} on {n} devices")
+    if batch % n:
+        raise BadOptionError(f"batch size {batch} is not divisible by {n} replicas", where="--batch-size",
+                             option="--batch-size", value=batch, fix="use a multiple of the device count")
+    share = batch // n
+    fwd = sum(times.forward.values()) * share / times.batch
+    bwd = sum(times.backward.values()) * share / times.batch
+    params = float(sum(layer.params for layer in graph.layers))
+    where = ClusterDevices(cluster)
+    cap = cluster.device.memory_bytes
+    rep = _replica_memory(pl, share, opts.optimizer, hg)
+    full_update = update_seconds(params, cluster.device, opts.optimizer)
+    if opts.strategy is SimStrategy.SINGLE:
+        return SingleDevice(fwd, bwd, full_update, batch, where), [DeviceMemory.of(0, rep, cap)], 1
+    if opts.strategy is SimStrategy.SYNC_DP:
+        wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where)
+        return wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1
+    shards = _shards(graph, n, opts.strategy)
+    ups = [update_seconds(s, cluster.device, opts.optimizer) for s in shards]
+    slots = Optimizer.parse(opts.optimizer).slots
+    mem = [DeviceMemory.of(d, rep, cap, optimizer=slots * shards[d] * DTYPE_BYTES) for d in range(n)]
+    return AsyncDataParallel(n, fwd, bwd, shards, ups, share, where), mem, n
+
+
+def _shards(graph: LayerGraph, n: int, strategy: SimStrategy) -> list[float]:
+    """Parameters held by each device acting as a parameter server (layer by layer, greedily for distributed)."""
+    sizes = [float(layer.params) for layer in graph.layers if layer.params]
+    out = [0.0] * n
+    owners = [0] * len(sizes) if strategy is SimStrategy.ASYNC_DP_1PS else greedy_shards(sizes, n)
+    for size, o in zip(sizes, owners, strict=True):
+        out[o] += size
+    return out
+
+
+def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: Hypergraph | None = None
+             ) -> SimResult:
+    """Simulate ``opts.strategy`` for the model of ``pl`` on ``cluster``; see the module docstring.
+
+    ``hypergraph``: ``pl.hypergraph()`` when the caller has it already (the data-parallel strategies read the
+    memory of a whole replica from it; building VGG16's takes tens of seconds).
+    """
+    batch = opts.batch_size or pl.batch_size
+    if batch < 1 or opts.inflight < 0 or opts.images < 1:
+        raise BadOptionError("batch size, in-flight count and images must be positive", where="simulate",
+                             value=(batch, opts.inflight, opts.images))
+    times = layer_times(pl.graph, cluster.device, batch=batch)
+    if opts.strategy is SimStrategy.MODEL:
+        wl, mem, inflight = _model_parallel(pl, cluster, opts, batch, times)
+    else:
+        wl, mem, inflight = _data_parallel(pl, cluster, opts, batch, times, hypergraph)
+    jobs = opts.jobs or max(8, 4 * wl.slots)
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=jobs)
+    ips = run.images_per_s()
+    step = batch / ips if ips > 0 else math.inf
+    used = len(mem)
+    return SimResult(
+        strategy=opts.strategy, mode=opts.mode if opts.strategy is SimStrategy.MODEL else _dp_mode(opts.strategy),
+        cluster=cluster.name, model=pl.graph.name, batch_size=batch, inflight=inflight,
+        devices=[f"{cluster.device.kind} {d}" for d in range(used)], step_s=step, images_per_s=ips,
+        epoch_s=_epoch(run, opts.images, batch, step), images=opts.images, jobs=jobs,
+        times=device_times(eng.tasks, used), memory=mem, path=critical_path(eng.tasks),
+        compute_source=times.source, node_of=[cluster.node_of(d) for d in range(used)], tasks=eng.tasks)
+
+
+def _dp_mode(strategy: SimStrategy) -> Mode:
+    return Mode.ASYNC if strategy in (SimStrategy.ASYNC_DP_1PS, SimStrategy.ASYNC_DP_DPS) else Mode.SYNC
+
+
+def _epoch(run: JobRun, images: int, batch: int, step: float) -> float:
+    """``ceil(images / B)`` steady steps plus the fill: how much longer than a steady step the first job took
+    to end (per image)."""
+    steps = math.ceil(images / batch)
+    first = run.ends[0] if run.ends else 0.0
+    fill = max(0.0, first - step * run.images[0] / batch) if run.ends else 0.0
+    return steps * step + fill

@@ -1,0 +1,256 @@
+"""Training strategies as jobs on the engine: model parallelism (async pipeline, sync micro-batches), single device,
+sync data parallelism with a ring all-reduce, async data parallelism with one or distributed parameter servers.
+
+Usage::
+
+    wl = ModelParallel(tpl, devices, update_s, mode=Mode.ASYNC, inflight=2)
+    run = run_jobs(Engine(), wl, jobs=12)       # JobRun: when each job ended and how many images it carried
+
+A workload adds one *job* at a time (a training step, or one asynchronous worker's update) and says which slot
+runs it. :func:`run_jobs` keeps ``wl.slots`` jobs in flight, as the runtime's step driver keeps one thread per slot
+busy: whenever a job ends, its slot takes the next job. What a job is:
+
+* model parallelism, async: one batch of ``B`` (forward, transfers, backward, each part's optimizer update); the
+  slots share the job counter, so ``inflight`` batches are in flight;
+* model parallelism, sync: ``inflight`` micro-batches of ``B / inflight`` flowing through together, then every
+  part's update once their gradients are in; one slot;
+* single: forward, backward, update of the whole model on device 0;
+* sync DP (ring): every replica's forward and backward on ``B / N``, then a ring all-reduce of the gradient
+  (``2 (N - 1)`` rounds, each sending one ``1 / N`` chunk to the next replica and waiting for the chunk from the
+  previous one), then every replica's update;
+* async DP: worker ``w`` (slot ``w``) pulls the parameters it does not hold, computes ``B / N`` samples, pushes the
+  gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from hgpart.simulate.engine import Engine, Task, TaskKind
+from hgpart.simulate.mpgraph import MPTemplate, add_batch
+
+__all__ = ["Mode", "Devices", "Workload", "JobRun", "run_jobs", "ModelParallel", "SingleDevice", "RingDataParallel",
+           "AsyncDataParallel", "greedy_shards"]
+
+
+class Mode(Enum):
+    """``async``: batches in flight with stale weights; ``sync``: one update per step from micro-batches."""
+
+    ASYNC = "async"
+    SYNC = "sync"
+
+
+class Devices(Protocol):
+    """Where work runs and how data moves (a cluster with a part -> device map)."""
+
+    def compute(self, device: int) -> str: ...
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]: ...
+
+
+class Workload(Protocol):
+    """Something :func:`run_jobs` can drive."""
+
+    @property
+    def slots(self) -> int:
+        """How many jobs run at once."""
+        ...
+
+    def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
+        """Add job ``job`` for ``slot``; (the id of its last task, images it trains on)."""
+        ...
+
+
+@dataclass
+class JobRun:
+    """What :func:`run_jobs` observed: per job, the time it ended and its images, in the order they ended."""
+
+    ends: list[float] = field(default_factory=list)
+    images: list[int] = field(default_factory=list)
+    slots: int = 1
+
+    def images_per_s(self) -> float:
+        """Throughput after the first ``slots`` jobs (the pipeline filling); all jobs if there are no more."""
+        w = self.slots if len(self.ends) > self.slots else 0
+        t0 = self.ends[w - 1] if w else 0.0
+        span = self.ends[-1] - t0
+        return sum(self.images[w:]) / span if span > 0 else 0.0
+
+
+class _Driver:
+    """Hands out job indices to slots as their jobs end (the state :func:`run_jobs` keeps)."""
+
+    def __init__(self, eng: Engine, wl: Workload, jobs: int) -> None:
+        self.eng, self.wl, self.jobs = eng, wl, jobs
+        self.next = 0
+        self.out = JobRun(slots=wl.slots)
+
+    def start(self, slot: int) -> None:
+        if self.next >= self.jobs:
+            return
+        job, self.next = self.next, self.next + 1
+        last, images = self.wl.add_job(self.eng, job, slot)
+        self.eng.on_finish(last, lambda now: self.done(slot, images, now))
+
+    def done(self, slot: int, images: int, now: float) -> None:
+        self.out.ends.append(now)
+        self.out.images.append(images)
+        self.start(slot)
+
+
+def run_jobs(eng: Engine, wl: Workload, *, jobs: int) -> JobRun:
+    """Run ``jobs`` jobs of ``wl``, ``wl.slots`` at a time; see the module docstring."""
+    drv = _Driver(eng, wl, jobs)
+    for slot in range(min(wl.slots, jobs)):
+        drv.start(slot)
+    eng.run()
+    return drv.out
+
+
+def _update(eng: Engine, name: str, seconds: float, dev: int, res: str, job: int, deps: Sequence[int]) -> int:
+    return eng.add(Task(name, TaskKind.UPDATE, seconds, (res,), device=dev, batch=job, deps=tuple(deps)))
+
+
+def _mark(eng: Engine, name: str, job: int, deps: Sequence[int]) -> int:
+    return eng.add(Task(name, TaskKind.MARK, 0.0, batch=job, deps=tuple(deps)))
+
+
+@dataclass
+class ModelParallel:
+    """A placement's parts on ``devices[p]``; ``update_s[p]`` is part p's optimizer update."""
+
+    tpl: MPTemplate
+    devices: Sequence[int]
+    where: Devices
+    update_s: Sequence[float]
+    mode: Mode
+    inflight: int
+
+    @property
+    def slots(self) -> int:
+        return self.inflight if self.mode is Mode.ASYNC else 1
+
+    def _place(self, part: int) -> tuple[int, str]:
+        d = self.devices[part]
+        return d, self.where.compute(d)
+
+    def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
+        micro = 1 if self.mode is Mode.ASYNC else self.inflight
+        back: dict[int, list[int]] = {}
+        for m in range(micro):
+            tag = f" b{job}" + (f".{m}" if micro > 1 else "")
+            bt = add_batch(eng, self.tpl, self._place, self.where.transfer, batch=job, tag=tag)
+            for p, ids in bt.backward_of_part.items():
+                back.setdefault(p, []).extend(ids)
+        ups = [_update(eng, f"update part {p} b{job}", self.update_s[p], *self._place(p), job, back.get(p, []))
+               for p in range(self.tpl.k)]
+        return _mark(eng, f"step b{job}", job, ups), self.tpl.micro_batch * micro
+
+
+@dataclass
+class SingleDevice:
+    """The whole model on one device: forward, backward and update seconds of one batch."""
+
+    forward_s: float
+    backward_s: float
+    update_s: float
+    batch: int
+    where: Devices
+    slots: int = 1
+
+    def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
+        res = self.where.compute(0)
+        f = eng.add(Task(f"fwd b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=0, batch=job))
+        b = eng.add(Task(f"bwd b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=0, batch=job, deps=(f,)))
+        return _update(eng, f"update b{job}", self.update_s, 0, res, job, (b,)), self.batch
+
+
+@dataclass
+class RingDataParallel:
+    """Sync DP on ``n`` replicas (devices 0..n-1): per replica forward/backward seconds of ``B / n`` samples."""
+
+    n: int
+    forward_s: float
+    backward_s: float
+    update_s: float
+    grad_bytes: float
+    batch: int
+    where: Devices
+    slots: int = 1
+
+    def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
+        n = self.n
+        back = []
+        for i in range(n):
+            res = self.where.compute(i)
+            f = eng.add(Task(f"fwd r{i} b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=i, batch=job))
+            back.append(eng.add(Task(f"bwd r{i} b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=i,
+                                     batch=job, deps=(f,))))
+        got = back  # got[i]: what replica i must have before its next send
+        chunk = self.grad_bytes / n
+        for r in range(2 * (n - 1)):
+            phase = "reduce-scatter" if r < n - 1 else "all-gather"
+            sent = []
+            for i in range(n):
+                j = (i + 1) % n
+                seconds, ports = self.where.transfer(i, j, chunk)
+                sent.append(eng.add(Task(f"{phase} {r} r{i}->r{j} b{job}", TaskKind.SEND, seconds, ports, device=i,
+                                         peer=j, batch=job, deps=(got[i],), nbytes=chunk)))
+            got = [sent[(i - 1) % n] for i in range(n)]
+        ups = [_update(eng, f"update r{i} b{job}", self.update_s, i, self.where.compute(i), job, (got[i],))
+               for i in range(n)]
+        return _mark(eng, f"step b{job}", job, ups), self.batch
+
+
+def greedy_shards(sizes: Sequence[float], n: int) -> list[int]:
+    """Owner of each size: largest first, to the owner with the fewest so far (the thesis's greedy distribution)."""
+    load = [0.0] * n
+    owner = [0] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        o = min(range(n), key=lambda d: (load[d], d))
+        owner[i] = o
+        load[o] += sizes[i]
+    return owner
+
+
+@dataclass
+class AsyncDataParallel:
+    """Async DP: ``n`` workers of ``B / n`` samples; ``shard_params[o]`` parameters live on device ``o``."""
+
+    n: int
+    forward_s: float
+    backward_s: float
+    shard_params: Sequence[float]
+    shard_update_s: Sequence[float]
+    worker_batch: int
+    where: Devices
+    dtype_bytes: int = 4
+
+    @property
+    def slots(self) -> int:
+        return self.n
+
+    def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
+        w = slot
+        res = self.where.compute(w)
+        owners = [o for o in range(self.n) if self.shard_params[o] > 0]
+        pulls = [self._send(eng, f"pull p{o}->w{w} j{job}", o, w, o, job, ()) for o in owners if o != w]
+        f = eng.add(Task(f"fwd w{w} j{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=w, batch=job,
+                         deps=tuple(pulls)))
+        b = eng.add(Task(f"bwd w{w} j{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=w, batch=job,
+                         deps=(f,)))
+        ups = []
+        for o in owners:
+            push = (self._send(eng, f"push w{w}->p{o} j{job}", w, o, o, job, (b,)),) if o != w else (b,)
+            ups.append(_update(eng, f"update p{o} from w{w} j{job}", self.shard_update_s[o], o,
+                               self.where.compute(o), job, push))
+        return _mark(eng, f"worker {w} j{job}", job, ups), self.worker_batch
+
+    def _send(self, eng: Engine, name: str, src: int, dst: int, owner: int, job: int, deps: tuple[int, ...]) -> int:
+        nbytes = self.shard_params[owner] * self.dtype_bytes
+        seconds, ports = self.where.transfer(src, dst, nbytes)
+        return eng.add(Task(name, TaskKind.SEND, seconds, ports, device=src, peer=dst, batch=job, deps=deps,
+                            nbytes=nbytes))

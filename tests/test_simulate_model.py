@@ -1,0 +1,177 @@
+"""The simulator on real placements of hand-built networks (no TensorFlow): what it charges adds up to the cost
+model, one part equals one device, sync DP equals ParaDL's closed form, and the command line works end to end."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hgtoys import branching_network, toy_network, unit_work
+
+from hgpart.cli import main
+from hgpart.cluster import Cluster, cluster_from_dict
+from hgpart.hypergraph import build_hypergraph
+from hgpart.memory import placement_memory
+from hgpart.placement import Placement
+from hgpart.simulate import Mode, SimOptions, SimStrategy, simulate
+from hgpart.simulate.costs import layer_times
+from hgpart.simulate.engine import TaskKind
+from hgpart.simulate.paradl import data_parallel_epoch, paradl_inputs
+
+CLUSTER: dict[str, Any] = {
+    "format": "hgpart.cluster/1", "name": "toy", "nodes": 2, "devices_per_node": 2,
+    "device": {"kind": "toy", "peak_TFLOPs": 1e-6, "efficiency": 0.5, "memory_GiB": 1, "memory_bandwidth_GBps": 0.01},
+    "links": {"intra_node": {"bandwidth_GBps": 1e-3, "latency_us": 10},
+              "inter_node": {"bandwidth_GBps": 1e-4, "latency_us": 50}},
+}
+
+
+def _cluster(**device: Any) -> Cluster:
+    d = copy.deepcopy(CLUSTER)
+    d["device"].update(device)
+    return cluster_from_dict(d)
+
+
+def _placement(graph_fn: Any = toy_network, k: int = 2, grain: str = "coarse", seed: int = 0) -> Placement:
+    graph = graph_fn()
+    hg = build_hypergraph(graph, unit_work(graph), batch_size=8, grain=grain)  # type: ignore[arg-type]
+    parts = np.random.default_rng(seed).integers(0, k, hg.num_vertices) if k > 1 else np.zeros(hg.num_vertices,
+                                                                                                   np.int64)
+    return Placement.from_vertex_parts(graph, hg, parts, k=k, method="random", work=unit_work(graph))
+
+
+@pytest.mark.parametrize(("graph_fn", "grain"), [(toy_network, "coarse"), (toy_network, "fine"),
+                                                 (branching_network, "coarse")])
+def test_a_batch_charges_the_model_work_and_the_cut_bytes(graph_fn: Any, grain: str) -> None:
+    pl = _placement(graph_fn, k=3, grain=grain, seed=1)
+    cluster = _cluster()
+    res = simulate(pl, cluster, SimOptions(batch_size=8, inflight=1, jobs=1, mode=Mode.ASYNC))
+    times = layer_times(pl.graph, cluster.device, batch=8)
+    compute = sum(t.end - t.start for t in res.tasks if t.kind is TaskKind.COMPUTE)
+    assert compute == pytest.approx(times.total(), rel=1e-12)
+    sent_fwd = sum(t.nbytes for t in res.tasks if t.kind is TaskKind.SEND and t.name.startswith("map"))
+    sent_bwd = sum(t.nbytes for t in res.tasks if t.kind is TaskKind.SEND and t.name.startswith("grad"))
+    km1 = pl.recompute_metrics().comm_volume_mib * 2**20  # forward bytes at the placement's batch 8
+    assert sent_fwd == pytest.approx(km1, rel=1e-12)
+    assert 0 < sent_bwd <= sent_fwd  # the same maps back, except those from the input (no input gradient)
+
+
+def test_one_part_is_one_device() -> None:
+    pl = _placement(k=1)
+    cluster = _cluster()
+    mp = simulate(pl, cluster, SimOptions(batch_size=8, inflight=1))
+    single = simulate(pl, cluster, SimOptions(batch_size=8, strategy=SimStrategy.SINGLE))
+    assert mp.step_s == pytest.approx(single.step_s, rel=1e-12)
+    assert mp.memory[0].total == pytest.approx(single.memory[0].total)
+
+
+def test_more_batches_in_flight_never_slow_the_pipeline_and_memory_grows() -> None:
+    pl = _placement(k=2)
+    cluster = _cluster()
+    one, two = (simulate(pl, cluster, SimOptions(batch_size=8, inflight=n)) for n in (1, 2))
+    assert two.images_per_s >= one.images_per_s
+    assert [m.total for m in two.memory] == pytest.approx(
+        [p.total for p in placement_memory(pl, batch_size=8, inflight=2)])
+    assert two.memory[0].activations > one.memory[0].activations
+
+
+def test_sync_data_parallelism_equals_paradl() -> None:
+    # ParaDL's equations 5-6 are a ring all-reduce after an unoverlapped step: the simulator must agree exactly
+    pl = _placement(k=2)
+    cluster = _cluster()
+    for n in (2, 4):
+        res = simulate(pl, cluster, SimOptions(batch_size=8, strategy=SimStrategy.SYNC_DP, devices=n, images=64))
+        inp = paradl_inputs(pl.graph, layer_times(pl.graph, cluster.device, batch=8), cluster, optimizer="adam")
+        if n == 4:  # devices 0..3 span two nodes: the ring's slowest hop is inter-node; ParaDL takes device 0 -> 1
+            assert res.epoch_s > data_parallel_epoch(inp, p=n, batch=8, images=64)
+        else:
+            assert res.epoch_s == pytest.approx(data_parallel_epoch(inp, p=n, batch=8, images=64), rel=1e-9)
+
+
+def test_memory_against_capacity() -> None:
+    pl = _placement(k=2)
+    tiny = _cluster(memory_GiB=1e-9)  # about one byte
+    res = simulate(pl, tiny, SimOptions(batch_size=8))
+    assert not res.fits and not any(m.fits for m in res.memory)
+    dp = simulate(pl, _cluster(), SimOptions(batch_size=8, strategy=SimStrategy.ASYNC_DP_1PS))
+    assert dp.fits and dp.memory[0].optimizer > 0 and dp.memory[1].optimizer == 0  # slots live on the server
+
+
+def test_epoch_counts_whole_steps() -> None:
+    pl = _placement(k=2)
+    res = simulate(pl, _cluster(), SimOptions(batch_size=8, images=100, mode=Mode.SYNC))
+    assert res.epoch_s == pytest.approx(math.ceil(100 / 8) * res.step_s)  # sync: no pipeline fill
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_command_line_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pl_path = _placement(k=2).save(tmp_path / "toy.json")
+    cfile = tmp_path / "c.json"
+    cfile.write_text(json.dumps(CLUSTER))
+    code, out, _ = _cli(["simulate", "-p", str(pl_path), "-c", str(cfile), "--trace", str(tmp_path / "tr"),
+                         "--json", str(tmp_path / "r.json")], capsys)
+    assert code == 0 and "img/s" in out and "critical path" in out
+    trace = json.loads((tmp_path / "tr" / "devices_trace.simulated.json").read_text())
+    pids = {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert pids == {0, 1} and trace["otherData"]["simulated"] is True
+    assert all({"name", "cat", "ts", "dur", "tid"} <= set(e) for e in trace["traceEvents"] if e["ph"] == "X")
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["images_per_s"] > 0 and len(result["memory"]) == 2
+    path = result["critical_path"]
+    assert path and all(a["end_s"] <= b["start_s"] + 1e-12 for a, b in zip(path, path[1:], strict=False))
+    for argv, needle in ((["--mode", "pipelined"], "unknown mode"), (["-s", "hybrid"], "unknown strategy"),
+                         (["--devices", "8", "-s", "sync-dp"], "needs 8 devices")):
+        code, _, err = _cli(["simulate", "-p", str(pl_path), "-c", str(cfile), *argv], capsys)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_measured_profile_of_the_device_kind_replaces_the_flop_rate(tmp_path: Path) -> None:
+    from hgpart.profile import LayerCost, Profile
+
+    graph = toy_network()
+    costs = [LayerCost(layer.name, 1.0 + i, 3.0 + 2 * i, layer.flops, layer.params, 0)
+             for i, layer in enumerate(graph.layers)]  # backward / forward differs by layer: two builds
+    Profile(graph.name, graph.input_shape, 16, "measured", graph.fingerprint(), costs).save(tmp_path / "p.json")
+    cluster = _cluster(profiles=str(tmp_path))
+    times = layer_times(graph, cluster.device, batch=8)
+    assert times.forward["input"] == pytest.approx(0.5e-3) and times.backward["conv1"] == pytest.approx(2.5e-3)
+    pl = _placement(k=2)
+    res = simulate(pl, cluster, SimOptions(batch_size=8, inflight=1, jobs=1))
+    compute = sum(t.end - t.start for t in res.tasks if t.kind is TaskKind.COMPUTE)
+    # the cost model gives the input layer no work (its vertices weigh nothing): all other layers are charged
+    assert compute == pytest.approx(times.total() - times.forward["input"] - times.backward["input"], rel=1e-12)
+    assert "measured profile" in res.compute_source
+
+
+def test_plan_ranks_fitting_plans_by_epoch_time_and_says_why_losers_lose() -> None:
+    from hgpart.simulate.plan import PlanOptions, plan
+
+    graph = toy_network()
+    p = plan(graph, _cluster(), PlanOptions(batch_size=8, max_k=4, backend="layerwise"))
+    names = [r.name for r in p.rows]
+    assert p.winner is not None and names[0] == p.winner.name
+    assert {"single device", "sync-dp K=2", "async-dp-1ps K=4", "layer-wise K=4", "coarse hypergraph K=2"} <= set(names)
+    epochs = [r.result.epoch_s for r in p.rows if r.fits]
+    assert epochs == sorted(epochs)
+    assert all(r.reason for r in p.rows) and p.rows[0].reason == "fastest that fits"
+    assert all("slower" in r.reason for r in p.rows[1:])
+    # a limit below what one device needs: the single device is out, and every plan is judged on its own memory
+    # (on this toy the activations dominate: a pipeline keeping K batches in flight can need more than one device)
+    single = next(r for r in p.rows if r.name == "single device")
+    limit = single.max_memory * 0.9
+    q = plan(graph, _cluster(), PlanOptions(batch_size=8, max_k=4, backend="layerwise", memory_limit=limit))
+    assert "single device" in {r.name for r in q.rows if not r.fits}
+    assert all(r.reason.startswith("does not fit") and r.max_memory > limit for r in q.rows if not r.fits)
+    assert all(r.max_memory <= limit for r in q.rows if r.fits)
+    assert q.winner is not None and q.rows.index(q.winner) == 0

@@ -1,0 +1,131 @@
+"""The simulator against schedules computed by hand.
+
+Rules the hand schedules follow (hgpart/simulate/engine.py): a task starts once its dependencies have ended and
+every resource it names is free; among ready tasks the one ready first goes first, ties to the older batch, then to
+the task added first. Durations are binary fractions so every sum is exact and the asserts use ``==``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hgpart.cluster import cluster_from_dict
+from hgpart.simulate.engine import Engine, Task, TaskKind
+from hgpart.simulate.mpgraph import Message, MPTemplate, Unit
+from hgpart.simulate.run import ClusterDevices
+from hgpart.simulate.timeline import critical_path, device_times
+from hgpart.simulate.workloads import Mode, ModelParallel, RingDataParallel, run_jobs
+
+
+class FixedLinks:
+    """Every transfer takes ``latency + bytes / bandwidth`` on the sender's out-port and the receiver's in-port."""
+
+    def __init__(self, latency: float, bandwidth: float) -> None:
+        self.latency, self.bandwidth = latency, bandwidth
+
+    def compute(self, device: int) -> str:
+        return f"dev{device}"
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]:
+        return self.latency + nbytes / self.bandwidth, (f"out{src}", f"in{dst}")
+
+
+def _by_name(eng: Engine) -> dict[str, Task]:
+    return {t.name: t for t in eng.tasks}
+
+
+def _two_stage() -> MPTemplate:
+    # stage 0 on part 0, stage 1 on part 1: forward 1 s, backward 2 s each; one 32-byte map from stage 0 to 1
+    units = [Unit("s0", 0, 1.0, 2.0, False), Unit("s1", 1, 1.0, 2.0, False)]
+    return MPTemplate(k=2, micro_batch=8, units=units, messages=[Message(0, 1, 32.0, (1,))], local=[],
+                      part_params=[0.0, 0.0])
+
+
+def test_two_stage_pipeline_with_two_batches_in_flight() -> None:
+    # transfer = 0.25 + 32 / 128 = 0.5 s each way; update 0.25 s per part
+    # dev0: F0_0 [0,1]  F0_1 [1,2]                      B0_0 [6,8] (after G_0)  U0_0 [8,8.25]  B0_1 [8.25,10.25]
+    #       U0_1 [10.25,10.5]
+    # link: T_0 [1,1.5]  T_1 [2,2.5]  G_0 [5.5,6]  G_1 [7.5,8]
+    # dev1: F1_0 [1.5,2.5]  F1_1 [2.5,3.5]  B1_0 [3.5,5.5]  B1_1 [5.5,7.5] (ready at 3.5, before U1_0 at 5.5)
+    #       U1_0 [7.5,7.75]  U1_1 [7.75,8]
+    # at t = 8, U0_0 (batch 0) and B0_1 (batch 1) are both ready: the older batch goes first
+    wl = ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.ASYNC, inflight=2)
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=2)
+    t = _by_name(eng)
+    expect = {
+        "fwd s0 b0": (0.0, 1.0), "fwd s0 b1": (1.0, 2.0), "map s0 b0": (1.0, 1.5), "map s0 b1": (2.0, 2.5),
+        "fwd s1 b0": (1.5, 2.5), "fwd s1 b1": (2.5, 3.5), "bwd s1 b0": (3.5, 5.5), "bwd s1 b1": (5.5, 7.5),
+        "grad s0 b0": (5.5, 6.0), "grad s0 b1": (7.5, 8.0), "bwd s0 b0": (6.0, 8.0), "bwd s0 b1": (8.25, 10.25),
+        "update part 1 b0": (7.5, 7.75), "update part 1 b1": (7.75, 8.0), "update part 0 b0": (8.0, 8.25),
+        "update part 0 b1": (10.25, 10.5),
+    }
+    assert {name: (t[name].start, t[name].end) for name in expect} == expect
+    assert run.ends == [8.25, 10.5]
+    assert run.images == [8, 8]
+    # the critical path ends with part 0's last update, reached through its backward that waited for dev0
+    path = critical_path(eng.tasks)
+    assert [s.name for s in path[-2:]] == ["bwd s0 b1", "update part 0 b1"]
+    assert sum(s.end_s - s.start_s for s in path) <= run.ends[-1]
+    times = device_times(eng.tasks, 2)
+    assert times[0].compute_s == 6.0 and times[0].update_s == 0.5 and times[0].idle_s == 10.5 - 6.5
+    assert times[1].comm_s == 2.0  # four 0.5 s transfers, none overlapping
+
+
+def test_sync_micro_batches_wait_for_each_other_before_the_update() -> None:
+    # 2 micro-batches, one step; same template (its times are per micro-batch)
+    # dev0: F0_a [0,1] F0_b [1,2]; dev1: F1_a [1.5,2.5] F1_b [2.5,3.5] B1_a [3.5,5.5] B1_b [5.5,7.5]
+    # dev0: B0_a [6,8] B0_b [8,10] (G_b [7.5,8]); updates once per part after both: U1 [7.5,7.75], U0 [10,10.25]
+    wl = ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.SYNC, inflight=2)
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=1)
+    t = _by_name(eng)
+    assert (t["bwd s0 b0.1"].start, t["bwd s0 b0.1"].end) == (8.0, 10.0)
+    assert (t["update part 1 b0"].start, t["update part 0 b0"].start) == (7.5, 10.0)
+    assert run.ends == [10.25] and run.images == [16]
+
+
+def test_ring_all_reduce() -> None:
+    # 3 replicas: forward 1, backward 2; gradient 288 bytes -> chunks of 96; a round = 0.125 + 96 / 64 = 1.625 s;
+    # 2 (N - 1) = 4 rounds, all three sends of a round at once (each on its own ports): 3 + 4 x 1.625 = 9.5;
+    # update 0.5: the step ends at 10; the next step starts then.
+    wl = RingDataParallel(3, 1.0, 2.0, 0.5, 288.0, 24, FixedLinks(0.125, 64.0))
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=2)
+    sends = [t for t in eng.tasks if t.kind is TaskKind.SEND and t.batch == 0]
+    assert len(sends) == 12
+    for r in range(4):
+        rnd = [t for t in sends if t.name.split()[1] == str(r)]
+        assert [(t.start, t.end) for t in rnd] == [(3.0 + 1.625 * r, 3.0 + 1.625 * (r + 1))] * 3
+    assert all(t.nbytes == 96.0 for t in sends)
+    assert run.ends == [10.0, 20.0]
+
+
+def _cluster(port_per: str) -> ClusterDevices:
+    return ClusterDevices(cluster_from_dict({
+        "format": "hgpart.cluster/1", "name": "toy", "nodes": 3, "devices_per_node": 1,
+        "device": {"kind": "toy", "peak_TFLOPs": 1.0, "efficiency": 1.0, "memory_GiB": 1, "memory_bandwidth_GBps": 1},
+        "links": {"inter_node": {"bandwidth_GBps": 1.0, "latency_us": 0.0, "port_per": port_per}}}))
+
+
+def test_a_link_shared_by_two_transfers() -> None:
+    # device 0 sends 0.5 GB to device 1 and 0.5 GB to device 2 at t = 0 on one 1 GB/s out-port: 0 -> 1 holds it
+    # [0, 0.5], 0 -> 2 waits and runs [0.5, 1.0]; 1 -> 2 uses other ports and runs [0, 0.5] alongside
+    devs = _cluster("node")
+    eng = Engine()
+    names = []
+    for src, dst in ((0, 1), (0, 2), (1, 2)):
+        seconds, ports = devs.transfer(src, dst, 5e8)
+        names.append(eng.add(Task(f"{src}->{dst}", TaskKind.SEND, seconds, ports, device=src, peer=dst)))
+    eng.run()
+    got = [(eng.tasks[i].start, eng.tasks[i].end) for i in names]
+    assert got == [(0.0, 0.5), (0.5, 1.0), (0.0, 0.5)]
+    assert eng.tasks[names[1]].waited_for == names[0]
+    # device 2 receives from 1 then from 0: its in-port is free again at 0.5, so no further wait
+    assert critical_path(eng.tasks)[0].name == "0->1"
+
+
+@pytest.mark.parametrize(("src", "dst", "ports"), [(0, 1, ("inter-out:n0", "inter-in:n1")),
+                                                   (2, 0, ("inter-out:n2", "inter-in:n0"))])
+def test_routes_name_the_ports_of_their_nodes(src: int, dst: int, ports: tuple[str, ...]) -> None:
+    assert _cluster("node").transfer(src, dst, 0.0)[1] == ports
