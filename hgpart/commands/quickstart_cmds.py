@@ -32,8 +32,13 @@ def quickstart(
     """Profile -> hypergraph -> Mt-KaHyPar -> placement file -> train on K logical devices."""
     from rich.console import Console
 
+    from hgpart.commands import options
+    from hgpart.fileio import check_writable
     from hgpart.runtime.devices import open_devices
 
+    options.check_parts(k)
+    options.check_at_least_one(steps, "--steps")
+    check_writable(out, what="placement folder", folder=True, where="--out")  # before any long work
     con = Console()
     devices = open_devices("logical", k)  # before anything initialises TensorFlow
     try:
