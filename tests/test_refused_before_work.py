@@ -67,6 +67,7 @@ _NUMBERS = [
     (["train", "-p", PLACEMENT, "--epochs", "nan"], "--epochs"),
     (["train", "-p", PLACEMENT, "--steps", "2", "--init-weights", "missing.weights.h5"], "--init-weights"),
     (["train", "-p", PLACEMENT, "--steps", "2", "--init-weights", "weights.txt"], "--init-weights"),
+    (["train", "-p", PLACEMENT, "--steps", "2", "--devices", "gpu"], "GPUs but 0 are visible"),
     (["partition", "--model", "lenet5", "--analytic", "--k", "2", "--time-limit", "0"], "--time-limit"),
     (["partition", "--model", "lenet5", "--analytic", "--k", "2", "--time-limit", "-1"], "--time-limit"),
     (["compare", "--model", "lenet5", "--analytic", "--k", "2", "--time-limit", "0"], "--time-limit"),
