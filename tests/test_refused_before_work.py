@@ -110,3 +110,31 @@ def test_bad_number_or_weights_file_is_refused_before_work(argv: list[str], opti
     monkeypatch.chdir(tmp_path)
     _refused_fast([str(placement) if a == PLACEMENT else a for a in argv], option, capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_check_outputs_covers_save_and_checkpoint_folders(tmp_path: Path) -> None:
+    """What ``train --save FILE.keras --checkpoint-dir DIR`` hands :func:`check_outputs`, good and bad."""
+    from hgpart.errors import HgpartError
+    from hgpart.fileio import check_outputs
+
+    bad = _bad_paths(tmp_path)
+
+    def check(save: str | None = None, ckpt: str | None = None) -> None:
+        check_outputs(files={"--save": save}, folders={"--checkpoint-dir": ckpt}, suffixes={"--save": (".keras",)})
+
+    cases = [({"save": str(tmp_path / "model.h5")}, "--save", "does not end with .keras"),
+             ({"save": str(tmp_path / "afile.txt" / "m.keras")}, "--save", "is a file, not a folder")]
+    (tmp_path / "dir.keras").mkdir()
+    cases += [({"save": str(tmp_path / "dir.keras")}, "--save", "is a directory"),
+              ({"save": "/proc/m.keras"}, "--save", "not writable"),
+              ({"ckpt": bad["file where a folder goes"]}, "--checkpoint-dir", "is a file, not a folder"),
+              ({"ckpt": bad["parent is a file"]}, "--checkpoint-dir", "is a file, not a folder"),
+              ({"ckpt": "/proc/hgpart_ckpt"}, "--checkpoint-dir", "not writable")]
+    for kwargs, option, words in cases:
+        with pytest.raises(HgpartError, match=words) as exc:
+            check(**kwargs)  # type: ignore[arg-type]
+        assert exc.value.where == option and "\n" not in exc.value.line()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    check(save=str(tmp_path / "new" / "m.keras"), ckpt=bad["existing directory"])  # an existing folder resumes
+    check(ckpt=str(tmp_path / "new" / "ckpt"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
