@@ -213,8 +213,13 @@ class ModelSource:
             return ModelSource(SourceKind.KERAS_APP, spec[len(KERAS_PREFIX):], shape, classes)
         if _is_file_spec(spec):
             path = Path(spec).resolve()
-            return ModelSource(SourceKind.FILE, path.stem, shape, classes, path=str(path),
-                               sha256=file_sha256(path))
+            try:
+                digest = file_sha256(path)
+            except OSError as exc:
+                raise BadFileError(f"cannot read model file {spec!r} ({exc.strerror or exc.__class__.__name__})",
+                                   where="--model", fix="pass an existing, readable .keras file",
+                                   path=str(path)) from None
+            return ModelSource(SourceKind.FILE, path.stem, shape, classes, path=str(path), sha256=digest)
         return ModelSource(SourceKind.ZOO, spec, shape, classes)
 
     @staticmethod

@@ -81,6 +81,12 @@ def test_partition_records_each_kind_of_source(tmp_path: Path, capsys: pytest.Ca
                                       "path": str(file.resolve()), "sha256": fil.sha256}
 
 
+def test_a_model_file_gone_before_it_is_recorded_is_one_error(tmp_path: Path) -> None:
+    graph = load_graph("lenet5")  # e.g. `compare` read the graph from a profile, and the file was moved since
+    with pytest.raises(HgpartError, match="cannot read model file"):
+        ModelSource.from_spec(str(tmp_path / "gone.keras"), graph)
+
+
 def test_old_placement_without_source_means_the_zoo_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "zoo.json"
     _partition(capsys, "lenet5", path)
