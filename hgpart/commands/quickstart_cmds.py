@@ -33,12 +33,12 @@ def quickstart(
     from rich.console import Console
 
     from hgpart.commands import options
-    from hgpart.fileio import check_writable
+    from hgpart.fileio import check_outputs
     from hgpart.runtime.devices import open_devices
 
     options.check_parts(k)
     options.check_at_least_one(steps, "--steps")
-    check_writable(out, what="placement folder", folder=True, where="--out")  # before any long work
+    check_outputs(folders={"--out": out})  # before any long work
     con = Console()
     devices = open_devices("logical", k)  # before anything initialises TensorFlow
     try:
