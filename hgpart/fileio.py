@@ -57,13 +57,17 @@ def _probe_folder(folder: Path) -> str | None:
 
 
 def check_writable(path: str | os.PathLike[str], *, what: str = "output file", folder: bool = False,
-                   where: str | None = None) -> Path:
+                   where: str | None = None, suffixes: tuple[str, ...] | None = None) -> Path:
     """Refuse, with one :class:`HgpartError`, an output path that cannot be written; returns it as a Path.
 
     Checks without creating anything: the target is not a directory (``folder=False``) or not a file
     (``folder=True``: an output folder), no ancestor is a file, and the nearest existing folder accepts a new
-    file. Missing parent folders are fine (the writers create them).
+    file. Missing parent folders are fine (the writers create them). ``suffixes``: the file name must end with
+    one of them (a writer such as Keras's ``save`` that refuses other names would fail only after the work).
     """
+    if suffixes and not folder and not str(path).endswith(suffixes):
+        raise HgpartError(f"{what} {str(path)!r} does not end with {' or '.join(suffixes)}", where=where,
+                          fix=f"name it e.g. model{suffixes[0]}")
     try:
         return _check_writable(path, what=what, folder=folder, where=where)
     except OSError as exc:  # e.g. a name longer than the file system allows
@@ -96,14 +100,17 @@ def _check_writable(path: str | os.PathLike[str], *, what: str, folder: bool, wh
 
 
 def check_outputs(*, files: dict[str, str | os.PathLike[str] | None] | None = None,
-                  folders: dict[str, str | os.PathLike[str] | None] | None = None) -> None:
+                  folders: dict[str, str | os.PathLike[str] | None] | None = None,
+                  suffixes: dict[str, tuple[str, ...]] | None = None) -> None:
     """:func:`check_writable` on every given output of a command, keyed by its option (None values are skipped).
 
-    Example: ``check_outputs(files={"--log": log}, folders={"--trace": trace})``.
+    Example: ``check_outputs(files={"--log": log, "--save": save}, folders={"--trace": trace,
+    "--checkpoint-dir": ckpt}, suffixes={"--save": (".keras",)})``; ``suffixes`` are the file names an
+    option accepts. An existing folder is a fine output folder (a checkpoint folder to resume from).
     """
     for option, p in (files or {}).items():
         if p is not None:
-            check_writable(p, what=f"{option.lstrip('-')} file", where=option)
+            check_writable(p, what=f"{option.lstrip('-')} file", where=option, suffixes=(suffixes or {}).get(option))
     for option, p in (folders or {}).items():
         if p is not None:
             check_writable(p, what=f"{option.lstrip('-')} folder", folder=True, where=option)

@@ -2,25 +2,35 @@
 
 Usage::
 
-    from hgpart.models import load_graph, parse_input
+    from hgpart.models import ModelSource, load_graph, parse_input
     graph = load_graph("vgg16", input_shape=parse_input("224"))
     graph = load_graph("keras:ResNet50", input_shape=(224, 224, 3), num_classes=10)
     graph = load_graph("my_model.keras")
+    src = ModelSource.from_spec("my_model.keras", graph)   # kind, name, shape, classes, path, sha256
+    model = src.load()                                      # the same Keras model again, anywhere
 
 One function per job: :func:`parse_input` reads the ``--input`` option,
-:func:`load_keras_model` returns a Keras model, :func:`load_graph` converts it.
-Keras is imported lazily, inside the loaders.
+:func:`load_keras_model` returns a Keras model, :func:`load_graph` converts it,
+and :class:`ModelSource` records which model a placement was compiled from,
+so the runtime rebuilds exactly that model (a ``.keras`` file with its
+weights). Keras is imported lazily, inside the loaders.
 """
 
 from __future__ import annotations
 
+import hashlib
+import warnings
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadFileError, HgpartError
 from hgpart.layergraph import LayerGraph
+from hgpart.notes import HgpartNote
 
-__all__ = ["parse_input", "load_keras_model", "load_graph", "model_name"]
+__all__ = ["parse_input", "load_keras_model", "load_graph", "model_name", "ModelSource", "SourceKind",
+           "file_sha256"]
 
 KERAS_PREFIX = "keras:"
 #: largest input height, width or channel count accepted: Keras builds real weights, and a dense layer after
@@ -63,6 +73,11 @@ def model_name(spec: str) -> str:
     return spec
 
 
+def _is_file_spec(spec: str) -> bool:
+    """A model spec that names a file rather than a zoo model (the rule :func:`load_keras_model` follows)."""
+    return spec.endswith(".keras") or "/" in spec or bool(Path(spec).suffix)
+
+
 def load_keras_model(spec: str, input_shape: tuple[int, ...] | None = None, num_classes: int | None = None) -> Any:
     """Build or load the Keras model named by ``spec``; running out of memory doing so is one HgpartError."""
     import tensorflow as tf
@@ -70,7 +85,7 @@ def load_keras_model(spec: str, input_shape: tuple[int, ...] | None = None, num_
     try:
         if spec.startswith(KERAS_PREFIX):
             return _application(spec[len(KERAS_PREFIX):], input_shape, num_classes)
-        if spec.endswith(".keras") or "/" in spec or Path(spec).suffix:
+        if _is_file_spec(spec):
             return _from_file(spec, input_shape, num_classes)
         from hgpart.zoo import build_model
 
@@ -101,6 +116,10 @@ def _application(app: str, input_shape: tuple[int, ...] | None, num_classes: int
             f"keras.applications has no model {app!r}", where="--model",
             fix="choose one of " + ", ".join(names),
         )
+    # Keras numbers unnamed layers per process (input_layer, input_layer_1, ...) and the layer names are part of
+    # the fingerprint: start from fresh counters, Keras's documented way, so every build of one application (the
+    # compiler's, the runtime's) names its layers alike. This also resets Keras's other global settings.
+    keras.backend.clear_session(free_memory=False)
     kwargs: dict[str, Any] = {"weights": None, "include_top": True}
     if input_shape is not None:
         kwargs["input_shape"] = tuple(input_shape)
@@ -149,3 +168,107 @@ def _from_file(spec: str, input_shape: tuple[int, ...] | None, num_classes: int 
             where="--classes", fix="omit --classes for a .keras file",
         )
     return model
+
+
+# ------------------------------------------------------------------------------------------- model source
+class SourceKind(StrEnum):
+    """Where a model comes from: the zoo, ``keras.applications``, or a saved ``.keras`` file."""
+
+    ZOO = "zoo"
+    KERAS_APP = "keras_app"
+    FILE = "file"
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 (64 hex digits) of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """The exact model a placement was compiled from, enough to build it again.
+
+    ``name`` is the zoo name, the ``keras.applications`` class name (``MobileNetV2``) or the file's stem;
+    ``input_shape`` and ``num_classes`` are the arguments it was built with. A ``.keras`` file is recorded by
+    its absolute ``path`` and the ``sha256`` of its bytes: it is loaded with its weights, so training starts
+    from them.
+    """
+
+    kind: SourceKind
+    name: str
+    input_shape: tuple[int, ...]
+    num_classes: int
+    path: str | None = None
+    sha256: str | None = None
+
+    @staticmethod
+    def from_spec(spec: str, graph: LayerGraph) -> ModelSource:
+        """The source of the model ``spec`` (a ``--model`` value) whose layer graph is ``graph``."""
+        shape, classes = tuple(int(v) for v in graph.input_shape), int(graph.num_classes)
+        if spec.startswith(KERAS_PREFIX):
+            return ModelSource(SourceKind.KERAS_APP, spec[len(KERAS_PREFIX):], shape, classes)
+        if _is_file_spec(spec):
+            path = Path(spec).resolve()
+            try:
+                digest = file_sha256(path)
+            except OSError as exc:
+                raise BadFileError(f"cannot read model file {spec!r} ({exc.strerror or exc.__class__.__name__})",
+                                   where="--model", fix="pass an existing, readable .keras file",
+                                   path=str(path)) from None
+            return ModelSource(SourceKind.FILE, path.stem, shape, classes, path=str(path), sha256=digest)
+        return ModelSource(SourceKind.ZOO, spec, shape, classes)
+
+    @staticmethod
+    def zoo_default(graph: LayerGraph) -> ModelSource:
+        """What a placement that records no source means: the zoo model named like its graph."""
+        return ModelSource(SourceKind.ZOO, graph.name, tuple(int(v) for v in graph.input_shape),
+                           int(graph.num_classes))
+
+    @property
+    def spec(self) -> str:
+        """The ``--model`` value that names this source."""
+        if self.kind is SourceKind.KERAS_APP:
+            return KERAS_PREFIX + self.name
+        if self.kind is SourceKind.FILE:
+            return str(self.path)
+        return self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind.value, "name": self.name, "input_shape": list(self.input_shape),
+                             "num_classes": self.num_classes}
+        if self.kind is SourceKind.FILE:
+            d.update(path=self.path, sha256=self.sha256)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ModelSource:
+        """Inverse of :meth:`to_dict` (the placement schema has checked the types)."""
+        return ModelSource(SourceKind(d["kind"]), str(d["name"]), tuple(int(v) for v in d["input_shape"]),
+                           int(d["num_classes"]), path=d.get("path"), sha256=d.get("sha256"))
+
+    def load(self, *, where: str = "placement") -> Any:
+        """Build (zoo, application) or load (file, with its weights) the Keras model of this source.
+
+        A recorded file that is gone is one :class:`BadFileError`. A file whose bytes changed since the
+        placement was made (another SHA-256) is loaded with a note: a re-saved or further trained model keeps
+        its placement as long as its layers are the same, which the caller checks with the placement's
+        fingerprint (:func:`hgpart.runtime.partitioned.check_keras_model`).
+        """
+        if self.kind is not SourceKind.FILE:
+            return load_keras_model(self.spec, input_shape=self.input_shape, num_classes=self.num_classes or None)
+        path = Path(str(self.path))
+        if not path.is_file():
+            raise BadFileError(f"model file {str(path)!r} recorded in the placement does not exist", where=where,
+                               fix="restore the file at that path, or compile a new placement with "
+                                   "`hgpart partition --model FILE`", path=str(path))
+        now = file_sha256(path)
+        if now != self.sha256:
+            warnings.warn(HgpartNote(
+                f"model file {str(path)!r} changed since the placement was made (sha256 {str(self.sha256)[:12]} "
+                f"-> {now[:12]}); training starts from its current weights if its layers still match"),
+                stacklevel=2)
+        return load_keras_model(self.spec)

@@ -11,7 +11,12 @@ Usage::
 The file is the only thing the compiler and the runtime share. It embeds the
 whole layer graph (names, kinds, shapes, readers, configs), the work of every
 layer and the bytes of its feature maps, so the metrics can be recomputed
-independently, and the runtime can check it was given the right model.
+independently, and the runtime can check it was given the right model. Its
+``model.source`` (:class:`hgpart.models.ModelSource`) says which model that
+is: a zoo name with its input and classes, a ``keras:<Application>``, or a
+``.keras`` file with its SHA-256, so the runtime rebuilds exactly that model;
+files written before it existed have none, which means the zoo model named
+like the graph.
 
 Part arrays are stored per layer at full resolution (never grouped):
 ``input`` (one part per input channel), ``filters`` (one per output channel
@@ -43,6 +48,7 @@ from hgpart.hypergraph import Hypergraph, build_hypergraph
 from hgpart.kinds import Role
 from hgpart.layergraph import LayerGraph
 from hgpart.metrics import PartitionMetrics, partition_metrics
+from hgpart.models import ModelSource
 
 __all__ = [
     "PLACEMENT_FORMAT",
@@ -142,6 +148,8 @@ class Placement:
     batch_size: int
     provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] | None = None
+    #: the model compiled (None: a file from before sources were recorded, i.e. the zoo model of the graph's name)
+    source: ModelSource | None = None
 
     # ---------------------------------------------------------------- building
     @staticmethod
@@ -165,7 +173,9 @@ class Placement:
         work: dict[str, float],
         provenance: dict[str, Any] | None = None,
         devices: list[str] | None = None,
+        source: ModelSource | None = None,
     ) -> Placement:
+        """The placement of per-vertex ``parts`` of ``hg``; ``source`` records the model (see :meth:`model_source`)."""
         pl = Placement(
             graph=graph,
             grain=hg.grain,
@@ -177,12 +187,17 @@ class Placement:
             work_unit=hg.work_unit,
             batch_size=hg.batch_size,
             provenance=dict(provenance or {}),
+            source=source,
         )
         pl.validate()
         pl.metrics = pl.recompute_metrics().to_dict()
         return pl
 
     # ----------------------------------------------------------------- queries
+    def model_source(self) -> ModelSource:
+        """The model to build for this placement: the recorded source, else the zoo model of the graph's name."""
+        return self.source if self.source is not None else ModelSource.zoo_default(self.graph)
+
     def hypergraph(self) -> Hypergraph:
         """The ungrouped hypergraph of this placement's grain, rebuilt from the embedded graph."""
         return build_hypergraph(
@@ -269,6 +284,18 @@ class Placement:
         unknown = set(self.layer_parts) - {layer.name for layer in self.graph.layers}
         if unknown:
             raise HgpartError(f"part arrays for unknown layers {sorted(unknown)[:3]}", where=where)
+        self._validate_source(where)
+
+    def _validate_source(self, where: str) -> None:
+        """The recorded source builds the graph's input shape and class count."""
+        src = self.source
+        if src is None:
+            return
+        if tuple(src.input_shape) != tuple(self.graph.input_shape) or src.num_classes != self.graph.num_classes:
+            raise HgpartError(
+                f"model source {src.spec!r} {list(src.input_shape)} with {src.num_classes} classes does not match "
+                f"the layers' input {list(self.graph.input_shape)} with {self.graph.num_classes} classes",
+                where=where, fix="the file was edited or is corrupt; regenerate it")
 
     def check_model(self, graph: LayerGraph, *, where: str = "placement") -> None:
         """Refuse to use this placement with another model."""
@@ -299,6 +326,7 @@ class Placement:
                 "input_shape": list(self.graph.input_shape),
                 "num_classes": self.graph.num_classes,
                 "fingerprint": self.graph.fingerprint(),
+                **({"source": self.source.to_dict()} if self.source is not None else {}),
             },
             "grain": self.grain,
             "method": self.method,
@@ -372,6 +400,7 @@ class Placement:
             batch_size=int(d["batch_size"]),
             provenance=dict(d.get("provenance") or {}),
             metrics=d.get("metrics"),
+            source=ModelSource.from_dict(model["source"]) if model.get("source") is not None else None,
         )
         try:
             pl.validate()

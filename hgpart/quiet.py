@@ -37,7 +37,7 @@ __all__ = ["NOISE", "StderrFilter", "quiet_python", "show_notes"]
 #: lines of TensorFlow's C++ logging (absl / glog format), and the continuation lines of its messages we have seen
 NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\)"
-    r"|[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^ ]+:\d+\] "
+    r"|[IWE]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ ]+:\d+\] "  # seconds may be epoch seconds (the CUDA stub's lines)
     r"|This could happen if the remote target has been disconnected from the client"
     r"|To enable the following instructions: )"
 )

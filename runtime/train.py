@@ -42,7 +42,8 @@ import numpy as np
 from hgpart.runtime.cluster import guarded
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
-from hgpart.runtime.partitioned import PlacedModel, check_keras_model
+from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
+from hgpart.runtime.partitioned import PlacedModel
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
 from hgpart.runtime.step import OptimizerSpec, TrainStep
 from hgpart.runtime.strategy import Schedule
@@ -126,20 +127,6 @@ def load_dataset(name: str, input_shape: tuple[int, ...], num_classes: int, *, n
     raise AssertionError(name)  # check_dataset refused every other name
 
 
-# -------------------------------------------------------------------------------------------- models
-def build_for_placement(pl: Placement, *, seed: int = 0) -> Any:
-    """The Keras model of the placement's model name with a fixed seed, checked against the placement."""
-    import keras
-
-    from hgpart.models import load_keras_model
-
-    keras.utils.set_random_seed(seed)
-    g = pl.graph
-    model = load_keras_model(g.name, input_shape=tuple(g.input_shape), num_classes=g.num_classes or None)
-    check_keras_model(pl, model, where="placement vs Keras model")
-    return model
-
-
 # -------------------------------------------------------------------------------------------- pipeline
 def run_pipeline(step: Any, x: np.ndarray, y: np.ndarray, *, steps: int, batch_size: int, inflight: int,
                  on_step: Callable[[StepRecord], None] | None = None, seed: int = 0) -> list[StepRecord]:
@@ -192,6 +179,7 @@ class RunSettings:
     log: Path | None = None
     progress: bool = False
     devices: str = "logical"
+    init_weights: Path | None = None
 
 
 def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, epochs: float | None,
@@ -244,6 +232,7 @@ def train(
     keras_model: Any = None,
     progress: bool = False,
     device_set: DeviceSet | None = None,
+    init_weights: str | Path | None = None,
 ) -> TrainResult:
     """Train the placement's model on ``devices`` (see the module docstring); returns what was measured.
 
@@ -254,6 +243,7 @@ def train(
     run = check_settings(pl, batch_size=batch_size, steps=steps, epochs=epochs, mode=mode, optimizer=optimizer,
                          lr=lr, dataset=dataset, inflight=inflight, seed=seed, trace=trace, log=log,
                          progress=progress, devices=devices)
+    run = replace(run, init_weights=check_init_weights(init_weights))
     ds = device_set or open_devices(devices, pl.k, inter_op=max(4, run.inflight + 1))
     try:
         g = pl.graph
@@ -276,7 +266,10 @@ def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings
     import tensorflow as tf
 
     tf.config.set_soft_device_placement(False)
-    model = keras_model if keras_model is not None else build_for_placement(pl, seed=run.seed)
+    model = keras_model if keras_model is not None else build_for_placement(pl, seed=run.seed,
+                                                                             init_weights=run.init_weights)
+    if keras_model is not None and run.init_weights is not None:
+        load_init_weights(model, run.init_weights)
     pm = guarded(ds, PlacedModel, pl, model, ds.devices, host=ds.host)
     step = guarded(ds, TrainStep, pm, run.opt, batch_size=run.batch_size,
                    micro_batches=run.inflight if run.mode is Schedule.SYNC else 1)

@@ -29,6 +29,7 @@ from hgpart.errors import HgpartError
 
 if TYPE_CHECKING:
     from hgpart.layergraph import LayerGraph
+    from hgpart.models import ModelSource
 
 __all__ = ["compare", "parse_int_list", "parse_float_list", "parse_name_list"]
 
@@ -93,6 +94,13 @@ def _graph_from_profile(path: Path, model: str, input: str | None, classes: int 
     if input is not None and tuple(parse_input(input) or ()) != tuple(prof.input_shape):
         return None
     return LayerGraph.from_dict(prof.graph)
+
+
+def _model_source(model: str, graph: LayerGraph) -> ModelSource | None:
+    """The model recorded in saved placements; a layer-graph file names no model the runtime could build."""
+    from hgpart.models import ModelSource
+
+    return None if model.endswith(".json") else ModelSource.from_spec(model, graph)
 
 
 def _check_compare_options(ks: list[int], eps: list[float], methods: list[str], grains: list[str], backend: str,
@@ -190,7 +198,7 @@ def compare(
                      epsilons=eps, backend=backend, preset=preset, seed=seed, time_limit=time_limit,
                      bound_time_limit=bound_time_limit if bound else None, budget_seconds=budget,
                      placements_dir=(folder / "placements") if save_placements else None,
-                     profile_source=source)
+                     profile_source=source, model_source=_model_source(model, graph))
     print_report(cmp, images=images, batch_sizes=bss, console=console)
     paths = write_report(cmp, folder, images=images, batch_sizes=bss, plots=not no_plots)
     n_place = sum(1 for r in cmp.results if r.placement)

@@ -8,9 +8,10 @@ Usage::
     hgpart metrics partitions/vgg16_coarse_k4.json
 
 ``partition`` writes ``partitions/<model>_<grain>_k<K>.json`` atomically with
-its provenance and prints the metrics, which are always computed by our own
-code (:mod:`hgpart.metrics`) from the placement. The file's ``method`` is
-``hypergraph`` for the hypergraph partitioners (auto, exact, mtkahypar,
+its provenance and the exact model source (zoo name, ``keras:<Application>``
+or ``.keras`` path and SHA-256, which ``hgpart train`` rebuilds) and prints
+the metrics, which are always computed by our own code (:mod:`hgpart.metrics`)
+from the placement. The file's ``method`` is ``hypergraph`` for the hypergraph partitioners (auto, exact, mtkahypar,
 kahypar) and the baseline's own name for layerwise, horizontal, incremental
 and block, whose default file names carry that name too. Every option and
 the output path are checked before the model is built, so a bad value costs
@@ -300,7 +301,7 @@ def partition_cmd(
     from rich.console import Console
 
     from hgpart.fileio import check_writable
-    from hgpart.models import model_name
+    from hgpart.models import ModelSource, model_name
     from hgpart.partitioners.certificate import certify, not_computed
     from hgpart.partitioners.memory_fit import Job, fitting_metrics, limit_from_options, partition_fitting
     from hgpart.placement import Placement, default_placement_path
@@ -323,7 +324,7 @@ def partition_cmd(
     res = partition_fitting(hg, Job(k, backend, epsilon, seed, preset, time_limit, threads), limit)
     provenance = _provenance(backend, res, prof, ppath, hg, epsilon, seed, group, channel_group)
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method=method, work=prof.work(),
-                                     provenance=provenance)
+                                     provenance=provenance, source=ModelSource.from_spec(model, graph))
     m = pl.stored_metrics() or pl.recompute_metrics()
     if limit is not None:
         m = fitting_metrics(hg, res.parts, k, limit)

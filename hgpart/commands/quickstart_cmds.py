@@ -32,13 +32,19 @@ def quickstart(
     """Profile -> hypergraph -> Mt-KaHyPar -> placement file -> train on K logical devices."""
     from rich.console import Console
 
+    from hgpart.commands import options
+    from hgpart.fileio import check_outputs
     from hgpart.runtime.devices import open_devices
 
+    options.check_parts(k)
+    options.check_at_least_one(steps, "--steps")
+    check_outputs(folders={"--out": out})  # before any long work
     con = Console()
     devices = open_devices("logical", k)  # before anything initialises TensorFlow
     try:
         from hgpart.commands.partition_cmds import _build, load_inputs
         from hgpart.errors import MissingProfileError
+        from hgpart.models import ModelSource
         from hgpart.partitioners import partition
         from hgpart.placement import Placement, default_placement_path
         from hgpart.runtime.train import train
@@ -59,6 +65,7 @@ def quickstart(
             graph, hg, res.parts, k=k, method="hypergraph", work=prof.work(),
             provenance={"backend": "mtkahypar", "preset": res.preset, "epsilon": 0.1, "seed": 1,
                         "profile": str(prof_path) if prof_path else "analytic", "seconds": res.seconds},
+            source=ModelSource.from_spec(model, graph),
         )
         path = pl.save(default_placement_path(graph.name, grain, k, folder=out))
         con.print(f"[bold]3. partition[/] Mt-KaHyPar K={k} in {res.seconds:.2f} s -> {path}")

@@ -28,6 +28,8 @@ def train(
                                       "the ops of every device in one view, for a few extra steps)"),
     log: Path | None = typer.Option(None, "--log", help="per-step log file (.csv or .json)"),
     seed: int = typer.Option(0, "--seed", help="seed of the Keras initial weights and the data order"),
+    init_weights: Path | None = typer.Option(None, "--init-weights", help="start from these weights (.keras or "
+                                             ".weights.h5 of the placement's model) instead of the model's own"),
 ) -> None:
     """Train a placement across devices: collocated gradients, async pipeline or sync micro-batches."""
     check_outputs(files={"--log": log}, folders={"--trace": trace})  # before any long work
@@ -37,7 +39,7 @@ def train(
 
     res = run(placement, devices=devices, batch_size=batch_size or None, steps=steps or None, epochs=epochs,
               mode=mode, optimizer=optimizer, lr=lr, dataset=dataset, inflight=inflight or None, trace=trace,
-              log=log, seed=seed, progress=True)
+              log=log, seed=seed, progress=True, init_weights=init_weights)
     t = res.traffic
     con = Console()
     n, first, last = res.loss_ends()

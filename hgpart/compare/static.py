@@ -43,6 +43,7 @@ from hgpart.errors import BadOptionError, HgpartError
 from hgpart.hypergraph import Hypergraph, build_hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.metrics import MIB, PartitionMetrics, partition_metrics
+from hgpart.models import ModelSource
 from hgpart.partitioners import BACKENDS, partition
 from hgpart.partitioners.certificate import Certificate, certify, not_computed
 from hgpart.profile import Profile
@@ -261,8 +262,9 @@ def run_static(
     profile_source: str = "",
     progress: bool = True,
     on_result: Callable[[StaticResult], None] | None = None,
+    model_source: ModelSource | None = None,
 ) -> StaticComparison:
-    """Run the comparison grid; see the module docstring."""
+    """Run the comparison grid; see the module docstring (``model_source`` is recorded in saved placements)."""
     _validate(methods, grains, ks, epsilons, backend)
     profile.check(graph, path=profile_source or None)
     t_start = time.perf_counter()
@@ -297,7 +299,8 @@ def run_static(
             if applies and res.status == "ok":
                 res.thesis = _thesis_cells(method, grain, eps, k)
             if res.status == "ok" and placements_dir is not None:
-                res.placement = str(_save_placement(graph, hg, res, work, profile, placements_dir, seed))
+                res.placement = str(_save_placement(graph, hg, res, work, profile, placements_dir, seed,
+                                                    model_source))
             results.append(res)
             if on_result is not None:
                 on_result(res)
@@ -378,13 +381,14 @@ def _run_one(graph: LayerGraph, hg: Hypergraph, method: str, grain: str, k: int,
 
 
 def _save_placement(graph: LayerGraph, hg: Hypergraph, res: StaticResult, work: dict[str, float], profile: Profile,
-                    folder: str | Path, seed: int) -> Path:
+                    folder: str | Path, seed: int, source: ModelSource | None = None) -> Path:
     from hgpart.placement import Placement
 
     parts = np.asarray(res.parts, dtype=np.int64)
     prov = {"method": res.method, "epsilon": res.epsilon, "seed": seed, "profile_mode": profile.mode,
             "profile_fingerprint": profile.fingerprint, "source": "hgpart compare", **res.provenance}
-    pl = Placement.from_vertex_parts(graph, hg, parts, k=res.k, method=res.method, work=work, provenance=prov)
+    pl = Placement.from_vertex_parts(graph, hg, parts, k=res.k, method=res.method, work=work, provenance=prov,
+                                     source=source)
     eps = "" if res.epsilon is None else f"_eps{res.epsilon:g}"
     path = Path(folder) / f"{graph.name}_{res.grain}_{res.method}_k{res.k}{eps}.json"
     return pl.save(path)
