@@ -205,7 +205,7 @@ class ArrayData(Data):
 def check_arrays(x: np.ndarray, y: np.ndarray, input_shape: tuple[int, ...], num_classes: int, *,
                  where: str) -> tuple[np.ndarray, np.ndarray]:
     """``x, y`` checked against the model (shape, label range, lengths); a missing channel axis of 1 is added."""
-    if x.ndim == len(input_shape) - 1 and input_shape[-1] == 1:
+    if input_shape[-1] == 1 and tuple(x.shape[1:]) == tuple(input_shape[:-1]):
         x = x.reshape(*x.shape, 1)
     if tuple(x.shape[1:]) != tuple(input_shape):
         raise HgpartError(f"images of shape {list(x.shape[1:])} do not fit the model's input {list(input_shape)}",
