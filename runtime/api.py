@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.cluster import guarded
-from hgpart.runtime.data import ArrayData, Data, check_arrays, load_data
+from hgpart.runtime.data import ArrayData, Data, StepFeed, check_arrays, load_data
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import Evaluator, MeteredStep, Metrics
@@ -391,8 +391,12 @@ class _EpochLoop:
         self.done = 0
         self.accuracy: dict[int, float] = {}
         self.segment = Segment(0, 0, 0)
+        self.feed: StepFeed | None = None
 
-    def _slot(self, i: int, x: np.ndarray, y: np.ndarray) -> float:
+    def _slot(self, i: int) -> float:
+        """One step in a pipeline thread: its batch (a failure to read it stops the run), then the training step."""
+        assert self.feed is not None
+        x, y = self.feed(i)
         loss, acc = self.step.run(x, y)
         self.accuracy[i] = acc
         return loss
@@ -418,12 +422,12 @@ class _EpochLoop:
     def run(self, seg: Segment) -> list[FitRow]:
         ds, plan = self.pm.device_set, self.plan
         self.segment = seg
-        feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start, steps=seg.steps,
-                              host=ds.host)
+        self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
+                                   steps=seg.steps, host=ds.host)
         slots = plan.inflight if plan.schedule is Schedule.ASYNC else 1
         t0 = time.perf_counter()
         recs = guarded(ds, run_slots, [self._slot] * slots, seg.steps,
-                       lambda i: (seg.start + i, *feed(seg.start + i)), images_per_task=plan.batch_size,
+                       lambda i: (seg.start + i,), images_per_task=plan.batch_size,
                        on_step=self._finished, fix="check the devices (a worker may have died) and the placement")
         rows = [self._row(r) for r in recs]
         self.seconds += time.perf_counter() - t0

@@ -147,7 +147,7 @@ class Data(ABC):
             ds = tf.data.Dataset.range(start_step, start_step + steps).map(
                 lambda i: tf.numpy_function(one, [i], (tf.float32, tf.int32), stateful=False),
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
-            return StepFeed(iter(ds), start_step)
+            return StepFeed(iter(ds), start_step, where=self.where)
 
     def eval_batches(self, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Every sample once, in order, in batches of ``batch_size`` (the last one may be smaller)."""
@@ -162,8 +162,9 @@ class StepFeed:
     produced ahead of their thread wait in a small buffer.
     """
 
-    def __init__(self, batches: Iterator[Any], start_step: int) -> None:
+    def __init__(self, batches: Iterator[Any], start_step: int, *, where: str = "--data") -> None:
         self._it = batches
+        self.where = where
         self._next = int(start_step)
         self._ready: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
@@ -173,7 +174,13 @@ class StepFeed:
             while step not in self._ready:
                 if step < self._next:
                     raise KeyError(f"batch of step {step} was already handed out")
-                x, y = next(self._it)
+                try:
+                    x, y = next(self._it)
+                except Exception as exc:  # noqa: BLE001 - tf.data errors have no common type without TensorFlow
+                    raise HgpartError(f"cannot read the batch of step {self._next}: {type(exc).__name__}: "
+                                      f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}",
+                                      where=self.where,
+                                      fix="check the data (were files changed or removed during training?)") from None
                 self._ready[self._next] = (np.asarray(x), np.asarray(y))
                 self._next += 1
             return self._ready.pop(step)
@@ -306,7 +313,7 @@ class ImageFolderData(Data):
         with tf.device(host):
             labels = tf.data.Dataset.from_tensor_slices(self.labels[idx].astype(np.int32))
             ds = tf.data.Dataset.zip((self._images(self.paths[idx]), labels)).batch(batch_size)
-            return StepFeed(iter(ds.prefetch(tf.data.AUTOTUNE)), start_step)
+            return StepFeed(iter(ds.prefetch(tf.data.AUTOTUNE)), start_step, where=self.where)
 
     def check_readable(self) -> None:
         """Decode every image once; the first that cannot be decoded is one HgpartError naming it."""

@@ -181,3 +181,14 @@ def test_zip_members_with_extra_fields_are_mapped_at_the_right_offset(tmp_path: 
     lx, ly = load_arrays(path)
     np.testing.assert_array_equal(lx, x)
     np.testing.assert_array_equal(ly, y)
+
+
+def test_an_image_removed_during_training_is_one_error_naming_the_step(tmp_path: Path) -> None:
+    for i in range(4):
+        _png(tmp_path / "imgs" / "a" / f"{i}.png", i)
+    data = load_data(tmp_path / "imgs", input_shape=SHAPE, num_classes=2)
+    for p in (tmp_path / "imgs" / "a").iterdir():
+        p.unlink()
+    feed = data.feed(batch_size=2, seed=0, start_step=3, steps=2)
+    with pytest.raises(HgpartError, match="cannot read the batch of step 3"):
+        feed(3)
