@@ -20,10 +20,10 @@ resumed at ``start_step`` therefore sees exactly the batches the uninterrupted r
 
 Streaming: batches are produced by a ``tf.data`` pipeline with prefetch. An uncompressed ``.npz``
 (``np.savez``) is memory-mapped, so only the rows of the current batches are read; a compressed one is
-loaded whole. An image folder is listed with Keras's ``image_dataset_from_directory`` (its class order and
-labels) and its images are decoded and resized per batch, never loaded all at once; every image is decoded
-once before training to find unreadable ones. Pixels keep Keras's scale (0..255), as
-``image_dataset_from_directory`` gives them.
+loaded whole. An image folder is listed with Keras's ``image_dataset_from_directory`` (its class order,
+labels and seeded shuffle, so a validation split takes the samples Keras's would); its images are decoded and
+resized per batch, never loaded all at once, and every image is decoded once before training to find
+unreadable ones. Pixels keep Keras's scale (0..255), as ``image_dataset_from_directory`` gives them.
 """
 
 from __future__ import annotations
@@ -339,8 +339,13 @@ class ImageFolderData(Data):
         return str(paths[0])
 
 
-def _list_folder(folder: Path, input_shape: tuple[int, ...], num_classes: int, *, where: str) -> ImageFolderData:
-    """The images of ``folder``'s class subfolders, listed by Keras (class order = sorted subfolder names)."""
+def _list_folder(folder: Path, input_shape: tuple[int, ...], num_classes: int, *, seed: int,
+                 where: str) -> ImageFolderData:
+    """The images of ``folder``'s class subfolders, listed by Keras (class order = sorted subfolder names).
+
+    The listing is Keras's shuffled one for ``seed``, so the last fraction of it (:meth:`Data.split`) is the
+    ``subset="validation"`` that ``image_dataset_from_directory(validation_split=..., seed=seed)`` gives.
+    """
     import keras
 
     subdirs = sorted(p.name for p in folder.iterdir() if p.is_dir())
@@ -356,7 +361,7 @@ def _list_folder(folder: Path, input_shape: tuple[int, ...], num_classes: int, *
     try:
         ds = keras.utils.image_dataset_from_directory(
             str(folder), labels="inferred", class_names=subdirs, color_mode=_COLOR_MODES[input_shape[-1]],
-            batch_size=None, image_size=input_shape[:2], shuffle=False, verbose=False)
+            batch_size=None, image_size=input_shape[:2], shuffle=True, seed=seed, verbose=False)
     except ValueError as exc:
         raise HgpartError(f"no images in {str(folder)!r}: {str(exc).splitlines()[0][:160]}", where=where,
                           fix="put .jpg, .png, .bmp or .gif images in class subfolders") from None
@@ -392,7 +397,7 @@ def load_data(spec: str | Path | DataSpec, *, input_shape: tuple[int, ...], num_
         spec: ``digits``, ``synthetic``, an ``.npz`` file with arrays ``x`` and ``y``, or a folder of class folders.
         input_shape: the model's input (H, W, C); images must have it (folders are resized to it).
         num_classes: the model's classes; every label must be below it.
-        seed: the seed of the synthetic samples.
+        seed: the seed of the synthetic samples and of a folder's shuffled listing.
         n_synthetic: how many synthetic samples to make.
         host: the device that resizes the digits (open the model's devices first).
         where: the option named in errors.
@@ -415,6 +420,6 @@ def load_data(spec: str | Path | DataSpec, *, input_shape: tuple[int, ...], num_
     if ds.kind is DataKind.NPZ:
         x, y = check_arrays(*load_arrays(ds.path, where=where), shape, num_classes, where=f"{where} {ds.path}")
         return ArrayData(x, y, where=where)
-    folder = _list_folder(ds.path, shape, num_classes, where=f"{where} {ds.path}")
+    folder = _list_folder(ds.path, shape, num_classes, seed=seed, where=f"{where} {ds.path}")
     folder.check_readable()
     return folder

@@ -75,6 +75,11 @@ def test_fit_history_validation_evaluate_predict_and_to_keras(pl: Placement) -> 
         model = pm.to_keras()
         np.testing.assert_allclose(probs, model.predict(xv, verbose=0), atol=1e-5)
         assert acc == pytest.approx(float(np.mean(np.argmax(probs, -1) == yv)))
+        # validation_data (arrays) overrides the split; the step count goes on from where the last fit ended
+        more = pm.fit(x[:48], y[:48], steps=7, initial_step=6, batch_size=B, validation_data=(xv, yv),
+                      validation_split=0.5, mode="sync", verbose=0)
+        assert [r.record.step for r in more.rows] == [6] and more.epoch == [1]
+        assert more.history["val_accuracy"] == pytest.approx([pm.evaluate(xv, yv)[1]])
 
 
 def test_the_metered_step_counts_hits_before_its_update(pl: Placement) -> None:

@@ -131,16 +131,25 @@ def test_an_image_folder_is_loaded_as_keras_loads_it(tmp_path: Path) -> None:
     import keras
 
     for c, name in enumerate(("cat", "dog")):
-        for i in range(3):
-            _png(tmp_path / "imgs" / name / f"{i}.png", 40 * c + 10 * i)
-    data = load_data(tmp_path / "imgs", input_shape=SHAPE, num_classes=3)
-    assert isinstance(data, ImageFolderData) and len(data) == 6
-    ref = keras.utils.image_dataset_from_directory(str(tmp_path / "imgs"), image_size=SHAPE[:2], batch_size=None,
-                                                   shuffle=False, verbose=False)
-    want = [(im.numpy(), int(lb)) for im, lb in ref]
-    x, y = data.read(np.arange(6))
-    np.testing.assert_allclose(x, np.stack([w[0] for w in want]), atol=1e-4)
-    assert y.tolist() == [w[1] for w in want] == [0, 0, 0, 1, 1, 1]
+        for i in range(5):
+            _png(tmp_path / "imgs" / name / f"{i}.png", 20 * c + 4 * i)
+    data = load_data(tmp_path / "imgs", input_shape=SHAPE, num_classes=3, seed=7)
+    assert isinstance(data, ImageFolderData) and len(data) == 10
+
+    def keras_folder(**kw: object) -> object:
+        return keras.utils.image_dataset_from_directory(str(tmp_path / "imgs"), image_size=SHAPE[:2], batch_size=None,
+                                                        verbose=False, **kw)
+
+    # Keras's own seeded order: the validation split is the subset Keras's validation_split would give
+    assert list(data.paths) == keras_folder(shuffle=True, seed=7).file_paths
+    val_paths = keras_folder(validation_split=0.2, subset="validation", seed=7).file_paths
+    _, val = data.split(0.2)
+    assert isinstance(val, ImageFolderData) and list(val.paths[val.index]) == val_paths
+    ref = keras_folder(shuffle=False)
+    by_path = {p: (im.numpy(), int(lb)) for p, (im, lb) in zip(ref.file_paths, ref, strict=True)}
+    x, y = data.read(np.arange(10))
+    np.testing.assert_allclose(x, np.stack([by_path[p][0] for p in data.paths]), atol=1e-4)
+    assert y.tolist() == [by_path[p][1] for p in data.paths] == [int("dog" in p) for p in data.paths]
     feed = data.feed(batch_size=4, seed=0, start_step=0, steps=1)
     fx, fy = feed(0)
     rows = data.step_rows(0, 4, seed=0)
