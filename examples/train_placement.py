@@ -27,7 +27,7 @@ path = pl.save("/tmp/minivgg_coarse_k2.json")
 print(f"placement {path}: Comm. Vol {pl.recompute_metrics().comm_volume_mib:.4f} MiB per forward pass")
 
 for mode in ("async", "sync"):
-    res = train(path, device_set=devices, batch_size=B, steps=40, mode=mode, dataset="digits", lr=1e-3)
+    res = train(path, device_set=devices, batch_size=B, steps=40, mode=mode, data="digits", lr=1e-3)
     c = res.traffic.check(res.predicted_fwd_bytes)
     print(f"{mode}: {res.images_per_s:.0f} img/s, loss {res.losses[0]:.3f} -> {res.losses[-1]:.3f}, "
           f"bytes/step measured {c['model']} vs predicted {c['predicted_forward'] + c['predicted_backward']:.0f}")

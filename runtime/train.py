@@ -1,10 +1,15 @@
-"""Train a placement end to end: datasets, the threaded asynchronous pipeline, sync mode, logs and traces.
+"""Train a placement end to end, as ``hgpart train`` does: data, validation, logs, traces, the saved model.
 
 Usage::
 
     from hgpart.runtime import train
-    res = train("partitions/minivgg_coarse_k2.json", devices="logical", batch_size=32, steps=20, mode="async")
-    res.images_per_s, res.losses[-1], res.traffic.to_dict()
+    res = train("partitions/minivgg_coarse_k2.json", devices="logical", batch_size=32, epochs=3, mode="async",
+                data="digits", val_split=0.2, save="minivgg.keras")
+    res.images_per_s, res.losses[-1], res.history["val_accuracy"][-1], res.traffic.to_dict()
+
+The training loop is :meth:`hgpart.runtime.api.PartitionedModel.fit`; this module checks the settings first,
+opens the devices, loads the data (:mod:`hgpart.runtime.data`), measures the step's traffic and writes the
+log (one row per step; the last step of each epoch carries its validation loss and accuracy) and the traces.
 
 Modes (thesis section 4.2):
 
@@ -28,24 +33,23 @@ Chrome/Perfetto view and gives each device's busy fraction (``TrainResult.device
 from __future__ import annotations
 
 import csv
-import gc
 import io
 import json
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.api import FitRow, History, PartitionedModel
 from hgpart.runtime.cluster import guarded
+from hgpart.runtime.data import DATASETS, Data, DataKind, DataSpec, load_data
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
-from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
-from hgpart.runtime.partitioned import PlacedModel
+from hgpart.runtime.modelsource import build_for_placement, check_init_weights
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
-from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.step import OptimizerSpec
 from hgpart.runtime.strategy import Schedule
 from hgpart.runtime.traffic import measure_traffic
 
@@ -53,10 +57,9 @@ from hgpart.errors import HgpartError
 from hgpart.fileio import atomic_write_text, write_json
 from hgpart.placement import Placement, load_placement
 
-__all__ = ["train", "TrainResult", "RunSettings", "check_settings", "check_dataset", "load_dataset",
-           "build_for_placement", "DATASETS", "MODES", "run_pipeline"]
+__all__ = ["train", "TrainResult", "RunSettings", "check_settings", "load_dataset", "build_for_placement",
+           "DATASETS", "MODES", "run_pipeline"]
 
-DATASETS = ("synthetic", "digits")
 #: the training modes by name, as the CLI and :func:`train` accept them (parsed into :class:`Schedule`)
 MODES = tuple(s.value for s in Schedule)
 
@@ -79,6 +82,10 @@ class TrainResult:
     compute: dict[str, Any] = field(default_factory=dict)
     #: files written by --trace (devices_trace.json, pipeline_trace.json)
     trace_files: list[str] = field(default_factory=list)
+    #: per epoch, as Keras's History: loss, accuracy and (with validation data) val_loss, val_accuracy
+    history: dict[str, list[float]] = field(default_factory=dict)
+    #: the saved .keras file (``save=``), if any
+    saved: str | None = None
 
     def loss_ends(self, window: int = 5) -> tuple[int, float, float]:
         """(n, mean loss of the first n steps to finish, of the last n): n = ``window``, fewer on short runs.
@@ -90,63 +97,68 @@ class TrainResult:
         n = max(1, min(window, len(self.losses) // 3))
         return n, float(np.mean(self.losses[:n])), float(np.mean(self.losses[-n:]))
 
+    @property
+    def validation(self) -> tuple[float, float] | None:
+        """(loss, accuracy) on the validation data after the last epoch; None without validation data."""
+        h = self.history
+        return (h["val_loss"][-1], h["val_accuracy"][-1]) if h.get("val_loss") else None
+
 
 # ------------------------------------------------------------------------------------------------ data
-def check_dataset(name: str, num_classes: int) -> None:
-    """Refuse an unknown dataset, or one with more classes than the model has, before any TensorFlow work."""
-    if name not in DATASETS:
-        raise HgpartError(f"unknown dataset {name!r}", where="--dataset", fix=f"use one of {DATASETS}")
-    if name == "digits" and num_classes < 10:
-        raise HgpartError(f"the model has {num_classes} classes; digits has 10", where="--dataset digits",
-                          fix="use a model with >= 10 classes or --dataset synthetic")
-
-
 def load_dataset(name: str, input_shape: tuple[int, ...], num_classes: int, *, n: int = 512,
                  seed: int = 0, device: str = "/CPU:0") -> tuple[np.ndarray, np.ndarray]:
-    """``synthetic``: seeded normal images and uniform labels. ``digits``: scikit-learn's 8x8 digits resized.
+    """All samples of a ``--data`` source as arrays (``n``: how many synthetic samples); see :func:`load_data`.
 
     ``digits`` resizes with TensorFlow on ``device``, which initialises TensorFlow's devices: open the
     devices first (:func:`train` does).
     """
-    check_dataset(name, num_classes)
-    if name == "synthetic":
-        rng = np.random.default_rng(seed)
-        x = rng.normal(size=(n, *input_shape)).astype(np.float32)
-        return x, rng.integers(0, num_classes, n).astype(np.int32)
-    if name == "digits":
-        import tensorflow as tf
-        from sklearn.datasets import load_digits
-
-        d = load_digits()
-        img = (d.images.astype(np.float32) / 16.0)[..., None]
-        h, w, c = input_shape
-        with tf.device(device):
-            x = tf.image.resize(img, (h, w)).numpy()
-        x = np.repeat(x, c, axis=-1) if c != 1 else x
-        return x.astype(np.float32), d.target.astype(np.int32)
-    raise AssertionError(name)  # check_dataset refused every other name
+    data = load_data(name, input_shape=input_shape, num_classes=num_classes, seed=seed, n_synthetic=n, host=device)
+    return data.read(np.arange(len(data)))
 
 
 # -------------------------------------------------------------------------------------------- pipeline
 def run_pipeline(step: Any, x: np.ndarray, y: np.ndarray, *, steps: int, batch_size: int, inflight: int,
                  on_step: Callable[[StepRecord], None] | None = None, seed: int = 0) -> list[StepRecord]:
     """Run ``steps`` steps of one partitioned ``step`` on the shared driver (:func:`hgpart.runtime.pipeline.run_slots`)
-    with ``inflight`` threads, each taking the next shuffled batch as soon as it is free."""
+    with ``inflight`` threads, each taking the next shuffled batch of the arrays as soon as it is free.
+
+    The traced steps of ``--trace`` run here; training runs through :meth:`PartitionedModel.fit`."""
     return run_slots([step] * max(1, inflight), steps, shuffled_batches(x, y, batch_size=batch_size, seed=seed),
                      images_per_task=batch_size, on_step=on_step,
                      fix="check the devices (a worker may have died) and the placement")
 
 
-def _write_log(path: Path, rows: list[StepRecord], meta: dict[str, Any]) -> None:
-    """The step log: CSV (one line per step) or JSON (``meta`` and the steps)."""
+#: columns of a CSV step log: the pipeline's record, the step's epoch and accuracy, validation at epoch ends
+LOG_COLUMNS = (*StepRecord.COLUMNS, "epoch", "accuracy", "val_loss", "val_accuracy")
+
+
+def _log_rows(rows: list[FitRow], hist: History | None) -> list[dict[str, Any]]:
+    """One dict per step; the last step of each epoch to finish carries that epoch's validation figures."""
+    out = [{**r.record.to_dict(), "epoch": r.epoch, "accuracy": r.accuracy, "val_loss": None, "val_accuracy": None}
+           for r in rows]
+    if hist is not None and "val_loss" in hist.history:
+        last = {r.epoch: i for i, r in enumerate(rows)}
+        for e, vl, va in zip(hist.epoch, hist.history["val_loss"], hist.history["val_accuracy"], strict=True):
+            if e in last:
+                out[last[e]].update(val_loss=vl, val_accuracy=va)
+    return out
+
+
+def _write_log(path: Path, rows: list[StepRecord] | list[FitRow], meta: dict[str, Any],
+               hist: History | None = None) -> None:
+    """The step log: CSV (one line per step, :data:`LOG_COLUMNS`) or JSON (``meta``, the steps and the epochs)."""
+    fit_rows = [r if isinstance(r, FitRow) else FitRow(r, 0, float("nan")) for r in rows]
+    table = _log_rows(fit_rows, hist)
     if path.suffix == ".csv":
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(StepRecord.COLUMNS))
+        w = csv.DictWriter(buf, fieldnames=list(LOG_COLUMNS))
         w.writeheader()
-        w.writerows(r.to_dict() for r in rows)
+        w.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in table)
         atomic_write_text(path, buf.getvalue())
     else:
-        write_json(path, {"meta": meta, "steps": [r.to_dict() for r in rows]})
+        epochs = [] if hist is None else [{"epoch": e, **{k: v[i] for k, v in hist.history.items()}}
+                                          for i, e in enumerate(hist.epoch)]
+        write_json(path, {"meta": meta, "steps": table, "epochs": epochs})
 
 
 def _write_trace(folder: Path, rows: list[StepRecord], meta: dict[str, Any]) -> Path:
@@ -173,22 +185,31 @@ class RunSettings:
     epochs: float
     mode: Schedule
     inflight: int
-    dataset: str
+    data: DataSpec
     seed: int = 0
     trace: Path | None = None
     log: Path | None = None
     progress: bool = False
     devices: str = "logical"
     init_weights: Path | None = None
+    #: the last fraction of the training data kept for validation (0: none)
+    val_split: float = 0.0
+    #: separate validation data (overrides ``val_split``)
+    val_data: DataSpec | None = None
+    #: where to save the trained model (.keras)
+    save: Path | None = None
 
 
 def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, epochs: float | None,
-                   mode: str | Schedule, optimizer: str, lr: float, dataset: str, inflight: int | None,
-                   seed: int = 0, trace: str | Path | None = None, log: str | Path | None = None,
-                   progress: bool = False, devices: str = "logical") -> RunSettings:
+                   mode: str | Schedule, optimizer: str, lr: float, dataset: str | None = None,
+                   inflight: int | None, seed: int = 0, trace: str | Path | None = None,
+                   log: str | Path | None = None, progress: bool = False, devices: str = "logical",
+                   data: str | Path | None = None, val_split: float = 0.0, val_data: str | Path | None = None,
+                   save: str | Path | None = None) -> RunSettings:
     """Check every setting against the placement, before any TensorFlow work; one HgpartError if one is wrong.
 
-    ``None`` means the default: the placement's batch size, K batches in flight, one epoch.
+    ``None`` means the default: the placement's batch size, K batches in flight, one epoch, synthetic data.
+    ``dataset`` is the former name of ``data``.
     """
     schedule = Schedule.parse(mode, where="--mode")
     opt = OptimizerSpec(optimizer, lr)
@@ -203,15 +224,27 @@ def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, 
     if inflight is not None and inflight < 1:
         raise HgpartError(f"{inflight} batches in flight requested", where="--inflight",
                           fix="pass a number >= 1 (or 0 for K)")
+    if not (math.isfinite(val_split) and 0.0 <= val_split < 1.0):
+        raise HgpartError(f"validation split {val_split} is not in [0, 1)", where="--val-split",
+                          fix="pass a fraction such as 0.2")
+    if save is not None and Path(save).suffix != ".keras":
+        raise HgpartError(f"cannot save a model as {str(save)!r}", where="--save",
+                          fix="give the file the .keras suffix")
     B = int(batch_size or pl.batch_size)
     k_inflight = int(inflight or pl.k)
     if schedule is Schedule.SYNC and B % k_inflight:
         raise HgpartError(f"batch size {B} is not divisible into {k_inflight} micro-batches", where="--mode sync",
                           fix="pass --inflight dividing the batch size")
-    check_dataset(dataset, pl.graph.num_classes or 10)
+    spec = DataSpec.parse(data or dataset or "synthetic", where="--data")
+    classes = pl.graph.num_classes or 10
+    if spec.kind is DataKind.DIGITS and classes < 10:
+        raise HgpartError(f"the model has {classes} classes; digits has 10", where="--data digits",
+                          fix="use a model with >= 10 classes or --data synthetic")
     return RunSettings(opt=opt, batch_size=B, steps=steps, epochs=float(epochs or 1.0), mode=schedule,
-                       inflight=k_inflight, dataset=dataset, seed=seed, trace=Path(trace) if trace else None,
-                       log=Path(log) if log else None, progress=progress, devices=devices)
+                       inflight=k_inflight, data=spec, seed=seed, trace=Path(trace) if trace else None,
+                       log=Path(log) if log else None, progress=progress, devices=devices, val_split=float(val_split),
+                       val_data=DataSpec.parse(val_data, where="--val-data") if val_data is not None else None,
+                       save=Path(save) if save else None)
 
 
 def train(
@@ -224,7 +257,11 @@ def train(
     mode: str | Schedule = "async",
     optimizer: str = "adam",
     lr: float = 1e-3,
-    dataset: str = "synthetic",
+    data: str | Path | None = None,
+    dataset: str | None = None,
+    val_split: float = 0.0,
+    val_data: str | Path | None = None,
+    save: str | Path | None = None,
     inflight: int | None = None,
     trace: str | Path | None = None,
     log: str | Path | None = None,
@@ -237,106 +274,82 @@ def train(
     """Train the placement's model on ``devices`` (see the module docstring); returns what was measured.
 
     Every setting is checked first; then the devices are opened (before anything else touches TensorFlow,
-    so K logical devices can still be made); then the data is loaded and the model built on them.
+    so K logical devices can still be made); then the data is loaded and checked, the model built on the
+    devices and trained with :meth:`PartitionedModel.fit`. ``dataset`` is the former name of ``data``.
     """
     pl = placement if isinstance(placement, Placement) else load_placement(placement)
     run = check_settings(pl, batch_size=batch_size, steps=steps, epochs=epochs, mode=mode, optimizer=optimizer,
-                         lr=lr, dataset=dataset, inflight=inflight, seed=seed, trace=trace, log=log,
-                         progress=progress, devices=devices)
+                         lr=lr, data=data, dataset=dataset, inflight=inflight, seed=seed, trace=trace, log=log,
+                         progress=progress, devices=devices, val_split=val_split, val_data=val_data, save=save)
     run = replace(run, init_weights=check_init_weights(init_weights))
     ds = device_set or open_devices(devices, pl.k, inter_op=max(4, run.inflight + 1))
     try:
-        g = pl.graph
-        x, y = load_dataset(dataset, tuple(g.input_shape), g.num_classes or 10, n=max(512, 4 * run.batch_size),
-                            seed=seed, device=ds.host)
-        if run.steps is None:
-            run = replace(run, steps=max(1, int(round(run.epochs * len(x) / run.batch_size))))
-        return _train_on(pl, ds, keras_model, run, x, y)
+        train_data, val = _load(pl, run, ds.host)
+        with PartitionedModel.from_placement(pl, keras_model, device_set=ds, optimizer=run.opt.name, lr=run.opt.lr,
+                                             seed=run.seed, inflight=run.inflight,
+                                             init_weights=run.init_weights) as pm:
+            return _train_on(pm, run, train_data, val)
     finally:
         if device_set is None:
-            if ds.workers is not None:
-                # Free the step's functions while the workers still run: TensorFlow deletes them on every
-                # worker, and after the workers stop each deletion fails with an error line on stderr.
-                gc.collect()
             ds.close()
 
 
-def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings) -> tuple[PlacedModel, TrainStep]:
-    """The partitioned model and its compiled step, built on the workers under :func:`guarded`."""
-    import tensorflow as tf
+def _load(pl: Placement, run: RunSettings, host: str) -> tuple[Data, Data | None]:
+    """The checked training and validation data of a run."""
+    g = pl.graph
+    shape, classes = tuple(g.input_shape), g.num_classes or 10
+    data = load_data(run.data, input_shape=shape, num_classes=classes, seed=run.seed,
+                     n_synthetic=max(512, 4 * run.batch_size), host=host)
+    if run.val_data is not None:
+        val = load_data(run.val_data, input_shape=shape, num_classes=classes, seed=run.seed + 1, host=host,
+                        where="--val-data")
+        return data, val
+    if run.val_split:
+        return data.split(run.val_split)
+    return data, None
 
-    tf.config.set_soft_device_placement(False)
-    model = keras_model if keras_model is not None else build_for_placement(pl, seed=run.seed,
-                                                                             init_weights=run.init_weights)
-    if keras_model is not None and run.init_weights is not None:
-        load_init_weights(model, run.init_weights)
-    pm = guarded(ds, PlacedModel, pl, model, ds.devices, host=ds.host)
-    step = guarded(ds, TrainStep, pm, run.opt, batch_size=run.batch_size,
-                   micro_batches=run.inflight if run.mode is Schedule.SYNC else 1)
-    return pm, step
 
-
-def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, x: np.ndarray,
-              y: np.ndarray) -> TrainResult:
-    assert run.steps is not None
-    B, seed = run.batch_size, run.seed
-    inflight = run.inflight
-    pipeline_inflight = inflight if run.mode is Schedule.ASYNC else 1
-    pm, step = _build_step(pl, ds, keras_model, run)
+def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | None) -> TrainResult:
+    pl, B = pm.placement, run.batch_size
+    steps = run.steps or max(1, int(round(run.epochs * data.steps_per_epoch(B))))
+    step = pm.train_step(B, run.mode, run.inflight)
     traffic = measure_traffic(step)
-    guarded(ds, step, x[:B], y[:B])  # warm-up (first call allocates); not counted
     meta = {"placement_model": pl.graph.name, "grain": pl.grain, "method": pl.method, "k": pl.k,
-            "devices": run.devices, "mode": run.mode.value, "inflight": inflight, "batch_size": B,
-            "optimizer": run.opt.name, "lr": run.opt.lr, "traffic_bytes": traffic.to_dict()}
-    bar = _Bar(run.steps) if run.progress else None
-    dtrace = None
-    trace = run.trace
-    if trace is not None:  # a few extra steps under the profiler, before (and not in) the timed run
-        from hgpart.runtime.devtrace import capture_device_trace
-
-        def run_traced(n: int) -> None:
-            guarded(ds, run_pipeline, step, x, y, steps=n, batch_size=B,
-                    inflight=pipeline_inflight, seed=seed + 1)
-
-        dtrace = capture_device_trace(step, ds, run_traced, trace, steps=max(2, inflight), inflight=inflight,
-                                      meta=meta)
-    t0 = time.perf_counter()
-    try:
-        rows = guarded(ds, run_pipeline, step, x, y, steps=run.steps, batch_size=B,
-                       inflight=pipeline_inflight, on_step=bar.update if bar else None, seed=seed)
-    finally:
-        if bar is not None:
-            bar.stop()
-    secs = time.perf_counter() - t0
+            "devices": run.devices, "mode": run.mode.value, "inflight": run.inflight, "batch_size": B,
+            "optimizer": run.opt.name, "lr": run.opt.lr, "traffic_bytes": traffic.to_dict(),
+            "data": str(run.data.path or run.data.kind.value), "val_split": run.val_split}
+    dtrace = _capture_trace(pm, step, data, run, meta) if run.trace is not None else None
+    hist = pm.fit(data, steps=steps, batch_size=B, validation_data=val, mode=run.mode, inflight=run.inflight,
+                  verbose=1 if run.progress else 0)
+    rows = [r.record for r in hist.rows]
     trace_files: list[str] = []
-    if dtrace is not None and trace is not None:
-        trace_files = [str(dtrace.path), str(_write_trace(trace, rows, meta))]
+    if dtrace is not None and run.trace is not None:
+        trace_files = [str(dtrace.path), str(_write_trace(run.trace, rows, meta))]
     if run.log is not None:
-        _write_log(run.log, rows, meta)
+        _write_log(run.log, hist.rows, meta, hist)
+    saved = str(pm.save(run.save)) if run.save is not None else None
     pred = float(pl.recompute_metrics().comm_volume_mib) * 2**20 * B / pl.batch_size
+    secs = max(hist.seconds, 1e-9)
     return TrainResult(steps=len(rows), images=len(rows) * B, seconds=secs, images_per_s=len(rows) * B / secs,
                        losses=[r.loss for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
                        device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files,
-                       compute=pm.compute_overhead())
+                       compute=pm.placed.compute_overhead(), history=hist.history, saved=saved)
 
 
-class _Bar:
-    """The rich progress bar of a run: steps done, last loss, images per second."""
+def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings, meta: dict[str, Any]) -> Any:
+    """A few extra steps under the profiler, before (and not in) the timed run (they do update the weights)."""
+    from hgpart.runtime.devtrace import capture_device_trace
 
-    def __init__(self, steps: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    ds, B = pm.device_set, run.batch_size
+    n = max(2, run.inflight)
+    x, y = data.read(np.arange(min(len(data), n * B)))
+    pipeline_inflight = run.inflight if run.mode is Schedule.ASYNC else 1
 
-        self.progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("loss {task.fields[loss]:.4f}  {task.fields[ips]:.1f} img/s"),
-                                 TimeRemainingColumn())
-        self.task = self.progress.add_task("train", total=steps, loss=float("nan"), ips=0.0)
-        self.progress.start()
+    def run_traced(k: int) -> None:
+        guarded(ds, run_pipeline, step, x, y, steps=k, batch_size=B, inflight=pipeline_inflight, seed=run.seed + 1)
 
-    def update(self, rec: StepRecord) -> None:
-        self.progress.update(self.task, advance=1, loss=rec.loss, ips=rec.images_per_s)
-
-    def stop(self) -> None:
-        self.progress.stop()
+    assert run.trace is not None
+    return capture_device_trace(step, ds, run_traced, run.trace, steps=n, inflight=run.inflight, meta=meta)
 
 
 def summary_json(res: TrainResult) -> str:
@@ -344,4 +357,5 @@ def summary_json(res: TrainResult) -> str:
     return json.dumps({"steps": res.steps, "images_per_s": round(res.images_per_s, 2),
                        "final_loss": res.losses[-1] if res.losses else None,
                        "traffic": res.traffic.to_dict() if res.traffic else None,
-                       "predicted_fwd_bytes": res.predicted_fwd_bytes, "device_busy": res.device_busy})
+                       "predicted_fwd_bytes": res.predicted_fwd_bytes, "device_busy": res.device_busy,
+                       "history": res.history, "saved": res.saved})

@@ -105,10 +105,11 @@ def test_step_logs_and_pipeline_trace_are_written_from_records(tmp_path) -> None
                        batch_s=0.05, images_per_s=100.0) for i in range(3)]
     train._write_log(tmp_path / "log.csv", recs, {"mode": "async"})
     rows = list(csv.DictReader((tmp_path / "log.csv").open()))
-    assert list(rows[0]) == list(StepRecord.COLUMNS)
+    assert list(rows[0]) == list(train.LOG_COLUMNS) and list(rows[0])[:7] == list(StepRecord.COLUMNS)
     assert [float(r["loss"]) for r in rows] == [r.loss for r in recs]
     train._write_log(tmp_path / "log.json", recs, {"mode": "async"})
-    assert json.loads((tmp_path / "log.json").read_text())["steps"] == [r.to_dict() for r in recs]
+    steps = json.loads((tmp_path / "log.json").read_text())["steps"]
+    assert [{k: s[k] for k in StepRecord.COLUMNS} for s in steps] == [r.to_dict() for r in recs]
     path = train._write_trace(tmp_path, recs, {"mode": "async", "devices": "logical"})
     spans = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
     assert [(e["tid"], e["name"], e["ts"]) for e in spans] == [(r.slot, f"batch {r.step}", r.start_s * 1e6)

@@ -73,7 +73,7 @@ def quickstart(
         print_metrics([(f"{grain} K={k}", m)], work_unit=prof.work_unit, batch_size=prof.batch_size, console=con)
         con.print(f"[bold]4. train[/] {steps} steps, mode {mode}, digits, on {k} logical devices")
         tr = train(pl, device_set=devices, batch_size=prof.batch_size, steps=steps, mode=mode,
-                   dataset="digits", progress=True)
+                   data="digits", progress=True)
         check = tr.traffic.check(tr.predicted_fwd_bytes)
         n, first, last = tr.loss_ends()
         con.print(f"loss (mean of the first / last {n} steps) {first:.3f} -> {last:.3f}; "

@@ -22,7 +22,13 @@ def train(
     mode: str = typer.Option("async", "--mode", help="async (threaded pipeline) | sync (micro-batches)"),
     optimizer: str = typer.Option("adam", "--optimizer", help="adam | momentum"),
     lr: float = typer.Option(1e-3, "--lr", help="learning rate"),
-    dataset: str = typer.Option("synthetic", "--dataset", help="synthetic | digits"),
+    data: str = typer.Option("synthetic", "--data", "--dataset",
+                             help="digits | synthetic | FILE.npz (arrays x, y) | FOLDER of class subfolders of images"),
+    val_split: float = typer.Option(0.0, "--val-split", help="last fraction of the data kept for validation"),
+    val_data: str | None = typer.Option(None, "--val-data", help="validation data (.npz or folder); overrides "
+                                        "--val-split"),
+    save: Path | None = typer.Option(None, "--save", help="save the trained model here (.keras, opens in plain "
+                                     "Keras)"),
     inflight: int = typer.Option(0, "--inflight", help="batches in flight / micro-batches (0 = K)"),
     trace: Path | None = typer.Option(None, "--trace", help="folder for Chrome/Perfetto traces (devices_trace.json: "
                                       "the ops of every device in one view, for a few extra steps)"),
@@ -32,19 +38,22 @@ def train(
                                              ".weights.h5 of the placement's model) instead of the model's own"),
 ) -> None:
     """Train a placement across devices: collocated gradients, async pipeline or sync micro-batches."""
-    check_outputs(files={"--log": log}, folders={"--trace": trace})  # before any long work
+    check_outputs(files={"--log": log, "--save": save}, folders={"--trace": trace})  # before any long work
     from rich.console import Console
 
     from hgpart.runtime.train import train as run
 
     res = run(placement, devices=devices, batch_size=batch_size or None, steps=steps or None, epochs=epochs,
-              mode=mode, optimizer=optimizer, lr=lr, dataset=dataset, inflight=inflight or None, trace=trace,
-              log=log, seed=seed, progress=True, init_weights=init_weights)
+              mode=mode, optimizer=optimizer, lr=lr, data=data, val_split=val_split, val_data=val_data, save=save,
+              inflight=inflight or None, trace=trace, log=log, seed=seed, progress=True,
+              init_weights=init_weights)
     t = res.traffic
     con = Console()
     n, first, last = res.loss_ends()
     con.print(f"{res.steps} steps, {res.images} images in {res.seconds:.2f} s: [bold]{res.images_per_s:.1f} img/s[/]"
               f", loss {first:.4f} -> {last:.4f} (mean of the first / last {n} steps)")
+    if res.validation is not None:
+        con.print(f"validation after the last epoch: loss {res.validation[0]:.4f} accuracy {res.validation[1]:.4f}")
     c = t.check(res.predicted_fwd_bytes)
     con.print(f"bytes per step crossing devices: forward maps {c['forward']} (predicted {c['predicted_forward']:.0f}), "
               f"backward {c['backward']} (predicted {c['predicted_backward']:.0f} = Comm. Vol minus input nets "
@@ -52,6 +61,8 @@ def train(
               f"not modelled: loss gather {t.loss}, host feed {t.feed}")
     if log:
         con.print(f"log: {log}")
+    if res.saved:
+        con.print(f"saved: {res.saved} (keras.saving.load_model opens it)")
     co = res.compute
     if co.get("fine_layers"):
         w = co["worst"]

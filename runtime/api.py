@@ -1,0 +1,440 @@
+"""A placement's model trained on K devices with Keras's verbs: fit, evaluate, predict, save.
+
+Usage::
+
+    from hgpart.runtime import PartitionedModel
+    with PartitionedModel.from_placement("partitions/minivgg_coarse_k2.json", devices="local") as pm:
+        hist = pm.fit(x, y, epochs=3, batch_size=32, validation_split=0.2, mode="sync")
+        hist.history["val_accuracy"][-1]
+        pm.evaluate(x_test, y_test)          # [loss, accuracy]
+        pm.predict(x_test)                   # probabilities, as the Keras model gives them
+        pm.save("trained.keras")             # plain Keras opens it: keras.saving.load_model("trained.keras")
+
+``x`` may be an array (with ``y``), a :class:`~hgpart.runtime.data.Data` (``load_data("photos/", ...)``) or a
+``--data`` value (``"digits"``, ``"x.npz"``, a folder). The devices open when the object is made and stay open
+until :meth:`PartitionedModel.close` (or the end of the ``with`` block). ``hgpart train`` and
+:func:`hgpart.runtime.train.train` run through :meth:`PartitionedModel.fit`: one training loop.
+
+An epoch is ``steps_per_epoch`` steps (default: the full batches of the training data); the batch of every step
+is fixed by the seed and the step index (:mod:`hgpart.runtime.data`), the epoch's steps run on the threaded
+pipeline (:func:`hgpart.runtime.pipeline.run_slots`), then the validation data is evaluated in inference mode.
+The returned :class:`History` has Keras's keys: ``loss`` and ``accuracy`` (means over the epoch's steps) and
+``val_loss`` and ``val_accuracy``.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hgpart.runtime.cluster import guarded
+from hgpart.runtime.data import ArrayData, Data, StepFeed, check_arrays, load_data
+from hgpart.runtime.devices import open_devices
+from hgpart.runtime.deviceset import DeviceSet
+from hgpart.runtime.evaluation import Evaluator, MeteredStep, Metrics
+from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
+from hgpart.runtime.partitioned import PlacedModel
+from hgpart.runtime.pipeline import StepRecord, run_slots
+from hgpart.runtime.progress import EpochMetrics, FitProgress
+from hgpart.runtime.step import OptimizerSpec
+from hgpart.runtime.strategy import Schedule
+
+from hgpart.errors import HgpartError
+from hgpart.fileio import check_writable
+from hgpart.placement import Placement, load_placement
+
+__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments"]
+
+#: what a data argument may be: arrays (with y), checked data, or a ``--data`` value
+DataLike = Any
+
+
+@dataclass(frozen=True)
+class FitRow:
+    """One finished training step: its pipeline record (global step index, seconds since fit started)."""
+
+    record: StepRecord
+    epoch: int
+    accuracy: float
+
+
+@dataclass
+class History:
+    """What :meth:`PartitionedModel.fit` measured, shaped like Keras's ``History``."""
+
+    #: per metric (``loss``, ``accuracy``, ``val_loss``, ``val_accuracy``), one value per epoch
+    history: dict[str, list[float]] = field(default_factory=dict)
+    #: the epoch index of each entry
+    epoch: list[int] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    #: every step, in finishing order
+    rows: list[FitRow] = field(default_factory=list)
+    #: wall seconds of the training steps (validation excluded)
+    seconds: float = 0.0
+
+    def add(self, m: EpochMetrics) -> None:
+        self.epoch.append(m.epoch)
+        values = {"loss": m.loss, "accuracy": m.accuracy, "val_loss": m.val_loss, "val_accuracy": m.val_accuracy}
+        for key, v in values.items():
+            if v is not None:
+                self.history.setdefault(key, []).append(float(v))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The steps of one epoch that a run covers: global steps ``start .. start + steps - 1``."""
+
+    epoch: int
+    start: int
+    steps: int
+
+
+def plan_segments(*, total_steps: int, steps_per_epoch: int, start_step: int = 0) -> list[Segment]:
+    """Steps ``start_step .. total_steps - 1`` cut at every multiple of ``steps_per_epoch`` (validation points)."""
+    out: list[Segment] = []
+    s = int(start_step)
+    while s < total_steps:
+        epoch = s // steps_per_epoch
+        end = min(total_steps, (epoch + 1) * steps_per_epoch)
+        out.append(Segment(epoch, s, end - s))
+        s = end
+    return out
+
+
+@dataclass(frozen=True)
+class _FitPlan:
+    """The checked settings of one fit."""
+
+    batch_size: int
+    schedule: Schedule
+    inflight: int
+    segments: list[Segment]
+    epochs: int
+    verbose: int
+
+
+class PartitionedModel:
+    """A placement's model on its K devices, trained and used like a Keras model (see the module docstring)."""
+
+    def __init__(self, placement: Placement, keras_model: Any, placed: PlacedModel, device_set: DeviceSet, *,
+                 optimizer: OptimizerSpec, seed: int = 0, inflight: int | None = None,
+                 owns_devices: bool = False) -> None:
+        self.placement = placement
+        self.keras_model = keras_model
+        self.placed = placed
+        self.device_set = device_set
+        self.optimizer = optimizer
+        self.seed = int(seed)
+        self.inflight = int(inflight or placement.k)
+        self._owns_devices = owns_devices
+        self._step: MeteredStep | None = None
+        self._evaluator: Evaluator | None = None
+
+    @classmethod
+    def from_placement(cls, placement: str | Path | Placement, keras_model: Any = None, *, devices: str = "logical",
+                       device_set: DeviceSet | None = None, optimizer: str = "adam", lr: float = 1e-3, seed: int = 0,
+                       inflight: int | None = None, init_weights: str | Path | None = None) -> PartitionedModel:
+        """Open the devices and place the model's weights on them.
+
+        Args:
+            placement: a placement file (``hgpart partition``) or a loaded :class:`Placement`.
+            keras_model: the Keras model to start from; None rebuilds the placement's model with ``seed``.
+            devices: ``logical``, ``local``, ``gpu`` or ``cluster:SPEC`` (ignored when ``device_set`` is given).
+            device_set: devices already open (the caller closes them); None opens ``devices``.
+            optimizer: ``adam`` or ``momentum``; ``lr`` its learning rate.
+            seed: the seed of the rebuilt model's weights and of the data order.
+            inflight: batches in flight (async) or micro-batches (sync); None = K.
+            init_weights: a ``.keras`` or ``.weights.h5`` file of the same model whose weights replace the
+                starting ones (checked before the devices open).
+
+        Raises:
+            HgpartError: the placement, the model or the devices cannot be used.
+        """
+        import tensorflow as tf
+
+        pl = placement if isinstance(placement, Placement) else load_placement(placement)
+        opt = OptimizerSpec(optimizer, lr)
+        if inflight is not None and inflight < 1:
+            raise HgpartError(f"{inflight} batches in flight requested", where="--inflight",
+                              fix="pass a number >= 1 (or 0 for K)")
+        init = check_init_weights(init_weights)
+        ds = device_set or open_devices(devices, pl.k, inter_op=max(4, int(inflight or pl.k) + 1))
+        try:
+            tf.config.set_soft_device_placement(False)
+            model = keras_model if keras_model is not None else build_for_placement(pl, seed=seed)
+            if init is not None:
+                load_init_weights(model, init)
+            placed = guarded(ds, PlacedModel, pl, model, ds.devices, host=ds.host)
+        except BaseException:
+            if device_set is None:
+                ds.close()
+            raise
+        return cls(pl, model, placed, ds, optimizer=opt, seed=seed, inflight=inflight,
+                   owns_devices=device_set is None)
+
+    # ------------------------------------------------------------------------------------------- data
+    def data(self, x: DataLike, y: np.ndarray | None = None, *, where: str = "x") -> Data:
+        """``x`` (and ``y``) as checked :class:`Data` for this model."""
+        g = self.placement.graph
+        if isinstance(x, Data):
+            return x
+        if isinstance(x, np.ndarray):
+            if y is None:
+                raise HgpartError("images given without labels", where=where, fix="pass y with x")
+            xa, ya = check_arrays(x, np.asarray(y), tuple(g.input_shape), g.num_classes or 10, where=where)
+            return ArrayData(xa, ya, where=where)
+        return load_data(x, input_shape=tuple(g.input_shape), num_classes=g.num_classes or 10, seed=self.seed,
+                         host=self.device_set.host, where=where)
+
+    def _validation(self, data: Data, validation_data: Any, validation_split: float) -> tuple[Data, Data | None]:
+        """(training, validation) data; ``validation_data`` overrides ``validation_split``, as in Keras."""
+        if validation_data is not None:
+            if isinstance(validation_data, tuple):
+                return data, self.data(*validation_data, where="validation_data")
+            return data, self.data(validation_data, where="--val-data")
+        if validation_split:
+            return data.split(validation_split)
+        return data, None
+
+    # -------------------------------------------------------------------------------------------- fit
+    def fit(self, x: DataLike, y: np.ndarray | None = None, *, epochs: int = 1, batch_size: int | None = None,
+            validation_data: Any = None, validation_split: float = 0.0, mode: str | Schedule = "async",
+            steps_per_epoch: int | None = None, verbose: int = 1, inflight: int | None = None,
+            steps: int | None = None, initial_step: int = 0,
+            on_step: Callable[[FitRow], None] | None = None) -> History:
+        """Train on ``x, y``, validating after every epoch; returns the :class:`History`.
+
+        Args:
+            x, y: the training data (see the module docstring).
+            epochs: passes of ``steps_per_epoch`` steps.
+            batch_size: None = the placement's batch size.
+            validation_data: ``(x_val, y_val)``, a :class:`Data` or a ``--data`` value; overrides the split.
+            validation_split: fraction of ``x`` (its last samples, as in Keras) kept for validation.
+            mode: ``async`` (``inflight`` batches in flight) or ``sync`` (``inflight`` micro-batches per step).
+            steps_per_epoch: None = the full batches of the training data.
+            verbose: 0 silent, 1 a progress bar and one line per epoch.
+            steps: train this many steps in total instead of ``epochs`` epochs (the last epoch may be partial).
+            initial_step: the first step to run (to continue a run; its batches follow from the seed).
+            on_step: called with every finished step.
+
+        Raises:
+            HgpartError: a setting or the data does not fit the model, or a device failed.
+        """
+        train_data, val = self._validation(self.data(x, y), validation_data, validation_split)
+        plan = self._plan(train_data, epochs=epochs, batch_size=batch_size, mode=mode, inflight=inflight,
+                          steps_per_epoch=steps_per_epoch, steps=steps, initial_step=initial_step, verbose=verbose)
+        return self._run(train_data, val, plan, on_step)
+
+    def _plan(self, data: Data, *, epochs: int, batch_size: int | None, mode: str | Schedule,
+              inflight: int | None, steps_per_epoch: int | None, steps: int | None, initial_step: int,
+              verbose: int) -> _FitPlan:
+        schedule = Schedule.parse(mode, where="mode")
+        B = int(batch_size or self.placement.batch_size)
+        k_in = int(inflight or self.inflight)
+        if B < 1 or k_in < 1 or (schedule is Schedule.SYNC and B % k_in):
+            raise HgpartError(f"batch size {B} cannot be split into {k_in} micro-batches", where="batch_size",
+                              fix="pass a batch size divisible by inflight")
+        spe = int(steps_per_epoch or data.steps_per_epoch(B))
+        if epochs < 1 or spe < 1 or (steps is not None and steps < 1) or initial_step < 0:
+            raise HgpartError(f"{epochs} epochs of {spe} steps ({steps} steps from step {initial_step}) requested",
+                              where="fit", fix="pass epochs >= 1, steps >= 1 and initial_step >= 0")
+        total = int(steps if steps is not None else epochs * spe)
+        segments = plan_segments(total_steps=total, steps_per_epoch=spe, start_step=initial_step)
+        return _FitPlan(B, schedule, k_in, segments, max(1, math.ceil(total / spe)), verbose)
+
+    def train_step(self, batch_size: int, mode: str | Schedule = "async", inflight: int | None = None) -> MeteredStep:
+        """The compiled training step for this batch size and mode (made once, warmed up, optimizer kept)."""
+        schedule = Schedule.parse(mode, where="mode")
+        micro = int(inflight or self.inflight) if schedule is Schedule.SYNC else 1
+        old = self._step
+        if old is not None and old.batch_size == batch_size and old.micro == micro:
+            return old
+        ds = self.device_set
+        step = guarded(ds, MeteredStep, self.placed, self.optimizer, batch_size=batch_size, micro_batches=micro)
+        if old is not None:
+            guarded(ds, step.adopt, old)
+        zeros = np.zeros((batch_size, *self.placement.graph.input_shape), np.float32)
+        guarded(ds, step.warm_up, zeros, np.zeros(batch_size, np.int32))
+        self._step = step
+        return step
+
+    def _run(self, data: Data, val: Data | None, plan: _FitPlan, on_step: Callable[[FitRow], None] | None) -> History:
+        step = self.train_step(plan.batch_size, plan.schedule, plan.inflight)
+        hist = History(params={"epochs": plan.epochs, "batch_size": plan.batch_size, "mode": plan.schedule.value,
+                               "inflight": plan.inflight, "steps": sum(s.steps for s in plan.segments)})
+        bar = FitProgress(hist.params["steps"], plan.epochs) if plan.verbose else None
+        loop = _EpochLoop(self, step, data, plan, bar, on_step)
+        try:
+            for seg in plan.segments:
+                rows = loop.run(seg)
+                hist.rows.extend(rows)
+                m = self._epoch_metrics(seg.epoch, rows, val, plan.batch_size)
+                hist.add(m)
+                if bar is not None:
+                    bar.epoch_end(m)
+        finally:
+            if bar is not None:
+                bar.stop()
+        hist.seconds = loop.seconds
+        return hist
+
+    def _epoch_metrics(self, epoch: int, rows: list[FitRow], val: Data | None, batch_size: int) -> EpochMetrics:
+        loss = float(np.mean([r.record.loss for r in rows]))
+        acc = float(np.mean([r.accuracy for r in rows]))
+        if val is None:
+            return EpochMetrics(epoch, loss, acc)
+        v = self._evaluate(val, batch_size)
+        return EpochMetrics(epoch, loss, acc, v.loss, v.accuracy)
+
+    # ----------------------------------------------------------------------------------- inference
+    def _eval(self) -> Evaluator:
+        if self._evaluator is None:
+            self._evaluator = guarded(self.device_set, Evaluator, self.placed)
+        return self._evaluator
+
+    def _evaluate(self, data: Data, batch_size: int) -> Metrics:
+        ev = self._eval()
+        return guarded(self.device_set, ev.evaluate, data.eval_batches(batch_size))
+
+    def evaluate(self, x: DataLike, y: np.ndarray | None = None, *, batch_size: int | None = None,
+                 return_dict: bool = False, verbose: int = 0) -> list[float] | dict[str, float]:
+        """Inference-mode ``[loss, accuracy]`` over ``x, y`` (``{"loss": ..., "accuracy": ...}`` with return_dict)."""
+        m = self._evaluate(self.data(x, y), int(batch_size or self.placement.batch_size))
+        if verbose:
+            print(f"loss {m.loss:.4f} accuracy {m.accuracy:.4f}")
+        return {"loss": m.loss, "accuracy": m.accuracy} if return_dict else [m.loss, m.accuracy]
+
+    def predict(self, x: DataLike, *, batch_size: int | None = None, verbose: int = 0) -> np.ndarray:
+        """The model's outputs (probabilities when it ends in softmax) for every sample of ``x``, in order."""
+        B = int(batch_size or self.placement.batch_size)
+        if isinstance(x, np.ndarray):
+            xa = np.asarray(x, np.float32)
+            batches = (xa[i:i + B] for i in range(0, len(xa), B))
+        else:
+            batches = (bx for bx, _ in self.data(x).eval_batches(B))
+        ev = self._eval()
+        return guarded(self.device_set, ev.predict, batches)
+
+    # ------------------------------------------------------------------------------------- export
+    def to_keras(self) -> Any:
+        """The Keras model holding the trained weights (the model this object was made from, updated in place)."""
+        weights = guarded(self.device_set, self.placed.keras_weights)
+        model = self.keras_model
+        for layer in self.placement.graph.layers:
+            if layer.name not in weights:
+                continue
+            kl = model.get_layer(layer.config.get("keras_name", layer.name))
+            rename = layer.config.get("weight_names", {})
+            for name, value in weights[layer.name].items():
+                getattr(kl, rename.get(name, name)).assign(value)
+        return model
+
+    def save(self, path: str | Path) -> Path:
+        """Save the trained model as a ``.keras`` file that plain Keras loads (compiled with the loss and accuracy).
+
+        The file is written under a temporary name and renamed, so an interrupted save leaves no partial file.
+        """
+        target = Path(path)
+        if target.suffix != ".keras":
+            raise HgpartError(f"cannot save a model as {str(target)!r}", where="--save",
+                              fix="give the file the .keras suffix")
+        check_writable(target, what="saved model", where="--save")
+        model = self.to_keras()
+        model.compile(optimizer=self.optimizer.keras(),
+                      loss=_keras_loss(from_logits=not self.placed.final_softmax), metrics=["accuracy"])
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".keras", dir=target.parent)
+        os.close(fd)
+        try:
+            model.save(tmp)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return target
+
+    # ------------------------------------------------------------------------------------ lifetime
+    def close(self) -> None:
+        """Free the compiled functions and close the devices this object opened (idempotent)."""
+        self._step = None
+        self._evaluator = None
+        if self.device_set.workers is not None:
+            # Free the functions while the workers still run: TensorFlow deletes them on every worker, and after
+            # the workers stop each deletion fails with an error line on stderr.
+            gc.collect()
+        if self._owns_devices:
+            self.device_set.close()
+
+    def __enter__(self) -> PartitionedModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _keras_loss(*, from_logits: bool) -> Any:
+    import keras
+
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+
+
+class _EpochLoop:
+    """Runs the steps of one epoch segment on the pipeline and keeps the clock across segments."""
+
+    def __init__(self, pm: PartitionedModel, step: MeteredStep, data: Data, plan: _FitPlan,
+                 bar: FitProgress | None, on_step: Callable[[FitRow], None] | None) -> None:
+        self.pm, self.step, self.data, self.plan = pm, step, data, plan
+        self.bar, self.on_step = bar, on_step
+        self.seconds = 0.0
+        self.done = 0
+        self.accuracy: dict[int, float] = {}
+        self.segment = Segment(0, 0, 0)
+        self.feed: StepFeed | None = None
+
+    def _slot(self, i: int) -> float:
+        """One step in a pipeline thread: its batch (a failure to read it stops the run), then the training step."""
+        assert self.feed is not None
+        x, y = self.feed(i)
+        loss, acc = self.step.run(x, y)
+        self.accuracy[i] = acc
+        return loss
+
+    def _finished(self, rec: StepRecord) -> None:
+        """Called by the driver (under its lock) for every finished step."""
+        i = self.segment.start + rec.step
+        if self.bar is not None:
+            self.bar.step(loss=rec.loss, accuracy=self.accuracy[i], images_per_s=rec.images_per_s)
+        if self.on_step is not None:
+            self.on_step(self._row(rec))
+
+    def _row(self, rec: StepRecord) -> FitRow:
+        """``rec`` with its global step index, on the clock of the whole fit."""
+        i = self.segment.start + rec.step
+        B = self.plan.batch_size
+        done_here = round(rec.images_per_s * rec.end_s / B)  # the driver's count of finished steps
+        end_s = rec.end_s + self.seconds
+        g = replace(rec, step=i, start_s=rec.start_s + self.seconds, end_s=end_s,
+                    images_per_s=(self.done + done_here) * B / max(end_s, 1e-9))
+        return FitRow(g, self.segment.epoch, self.accuracy[i])
+
+    def run(self, seg: Segment) -> list[FitRow]:
+        ds, plan = self.pm.device_set, self.plan
+        self.segment = seg
+        self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
+                                   steps=seg.steps, host=ds.host)
+        slots = plan.inflight if plan.schedule is Schedule.ASYNC else 1
+        t0 = time.perf_counter()
+        recs = guarded(ds, run_slots, [self._slot] * slots, seg.steps,
+                       lambda i: (seg.start + i,), images_per_task=plan.batch_size,
+                       on_step=self._finished, fix="check the devices (a worker may have died) and the placement")
+        rows = [self._row(r) for r in recs]
+        self.seconds += time.perf_counter() - t0
+        self.done += len(recs)
+        return rows

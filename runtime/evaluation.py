@@ -1,0 +1,149 @@
+"""Loss and accuracy of a partitioned model: a training step that also counts hits, and inference over batches.
+
+Usage::
+
+    step = MeteredStep(pm, OptimizerSpec("adam"), batch_size=32)
+    loss, acc = step.run(x, y)             # one training step; acc = hits / batch size before the update
+    ev = Evaluator(pm)
+    ev.evaluate(val.eval_batches(64))      # Metrics(loss=..., accuracy=...) in inference mode
+    ev.predict(batches)                    # probabilities (or logits when the model has no final softmax)
+
+The metered step is :class:`~hgpart.runtime.step.TrainStep` with its forward pass observed: the logits of
+every micro-batch are kept while the step's graph is traced, and the compiled function also returns the
+fraction of the batch whose arg-max equals the label, computed on the loss device beside the cross-entropy.
+Keras's ``accuracy`` in ``fit`` is the same figure (mean over the epoch's batches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+from hgpart.runtime.partitioned import PlacedModel
+from hgpart.runtime.step import OptimizerSpec, TrainStep
+
+__all__ = ["Metrics", "MeteredStep", "Evaluator"]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Mean cross-entropy and accuracy over some samples."""
+
+    loss: float
+    accuracy: float
+
+
+class _LogitsTap:
+    """Stands in for the placed model inside :class:`TrainStep`, keeping the logits each forward pass builds."""
+
+    def __init__(self, pm: PlacedModel) -> None:
+        self.placed = pm
+        self.logits: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.placed, name)
+
+    def forward(self, x: Any, **kwargs: Any) -> Any:
+        out = self.placed.forward(x, **kwargs)
+        self.logits.append(out)
+        return out
+
+
+class MeteredStep(TrainStep):
+    """A training step returning ``(loss, accuracy)`` of the batch (see the module docstring)."""
+
+    def __init__(self, pm: PlacedModel, opt: OptimizerSpec, *, batch_size: int, micro_batches: int = 1) -> None:
+        self._tap = _LogitsTap(pm)
+        super().__init__(cast(PlacedModel, self._tap), opt, batch_size=batch_size, micro_batches=micro_batches)
+        self.pm = pm  # the graph is traced; later readers (traffic, traces) see the placed model itself
+
+    def _step(self, x: Any, y: Any) -> Any:
+        import tensorflow as tf
+
+        self._tap.logits.clear()
+        loss = super()._step(x, y)
+        ys = tf.split(y, self.micro) if self.micro > 1 else [y]
+        with tf.device(self.pm.devices[self.pm.loss_part]), tf.name_scope("loss/accuracy"):
+            hits = [tf.reduce_sum(tf.cast(tf.equal(tf.argmax(lg, axis=-1, output_type=tf.int32), yy), tf.float32))
+                    for lg, yy in zip(self._tap.logits, ys, strict=True)]
+            acc = tf.add_n(hits) / float(self.batch_size)
+        return loss, acc
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        """One training step on ``x, y``: the batch's loss and accuracy (both before the update)."""
+        import tensorflow as tf
+
+        with tf.device(self.pm.host):
+            xt = tf.constant(np.asarray(x, np.float32))
+            yt = tf.constant(np.asarray(y, np.int32))
+        loss, acc = self.concrete(xt, yt)
+        return float(loss.numpy()), float(acc.numpy())
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> float:
+        return self.run(x, y)[0]
+
+    def state(self) -> list[Any]:
+        """Every variable a step changes: weights, BatchNorm statistics, optimizer slots and step counters."""
+        return ([pv.var for pv in self.pm.vars] + [v for slots in self.slots.values() for v in slots]
+                + list(self.counters.values()))
+
+    def warm_up(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Run one step (the first call allocates and optimises the graph), then restore every variable."""
+        state = self.state()
+        saved = [v.numpy() for v in state]
+        self.run(x, y)
+        for v, value in zip(state, saved, strict=True):
+            v.assign(value)
+
+    def adopt(self, other: MeteredStep) -> None:
+        """Take ``other``'s optimizer slots and step counters (same placed model, another batch size or mode)."""
+        for i, slots in self.slots.items():
+            for mine, theirs in zip(slots, other.slots[i], strict=True):
+                mine.assign(theirs)
+        for dev, c in self.counters.items():
+            c.assign(other.counters[dev])
+
+
+class Evaluator:
+    """Inference-mode loss, accuracy and outputs of a placed model, batch by batch."""
+
+    def __init__(self, pm: PlacedModel) -> None:
+        import tensorflow as tf
+
+        self.pm = pm
+
+        @tf.function(reduce_retracing=True)
+        def run(x: Any, y: Any) -> tuple[Any, Any, Any]:
+            logits = pm.forward(x, training=False)
+            with tf.device(pm.devices[pm.loss_part]), tf.name_scope("eval"):
+                ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+                hits = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), y), tf.float32)
+                out = tf.nn.softmax(logits) if pm.final_softmax else logits
+                return tf.reduce_sum(ce), tf.reduce_sum(hits), out
+
+        self._run = run
+
+    def _call(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
+        import tensorflow as tf
+
+        with tf.device(self.pm.host):
+            xt = tf.constant(np.asarray(x, np.float32))
+            yt = tf.constant(np.asarray(y, np.int32))
+        ce, hits, out = self._run(xt, yt)
+        return float(ce.numpy()), float(hits.numpy()), out.numpy()
+
+    def evaluate(self, batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> Metrics:
+        """Mean loss and accuracy over every sample of ``batches``."""
+        total_ce = total_hits = 0.0
+        n = 0
+        for x, y in batches:
+            ce, hits, _ = self._call(x, y)
+            total_ce, total_hits, n = total_ce + ce, total_hits + hits, n + len(y)
+        return Metrics(loss=total_ce / max(n, 1), accuracy=total_hits / max(n, 1))
+
+    def predict(self, batches: Iterable[np.ndarray]) -> np.ndarray:
+        """The model's outputs for every sample of ``batches``, in order."""
+        outs = [self._call(x, np.zeros(len(x), np.int32))[2] for x in batches]
+        return np.concatenate(outs) if outs else np.zeros((0, self.pm.graph.num_classes or 0), np.float32)
