@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.checkpoint import Checkpointer, CheckpointSettings, ResumeKey
 from hgpart.runtime.cluster import guarded
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
@@ -142,10 +143,13 @@ def build_for_placement(pl: Placement, *, seed: int = 0) -> Any:
 
 # -------------------------------------------------------------------------------------------- pipeline
 def run_pipeline(step: Any, x: np.ndarray, y: np.ndarray, *, steps: int, batch_size: int, inflight: int,
-                 on_step: Callable[[StepRecord], None] | None = None, seed: int = 0) -> list[StepRecord]:
+                 on_step: Callable[[StepRecord], None] | None = None, seed: int = 0,
+                 start_step: int = 0) -> list[StepRecord]:
     """Run ``steps`` steps of one partitioned ``step`` on the shared driver (:func:`hgpart.runtime.pipeline.run_slots`)
-    with ``inflight`` threads, each taking the next shuffled batch as soon as it is free."""
-    return run_slots([step] * max(1, inflight), steps, shuffled_batches(x, y, batch_size=batch_size, seed=seed),
+    with ``inflight`` threads, each taking the next shuffled batch as soon as it is free; task i is batch
+    ``start_step + i`` of the seeded order (a resumed run continues the order)."""
+    batches = shuffled_batches(x, y, batch_size=batch_size, seed=seed)
+    return run_slots([step] * max(1, inflight), steps, lambda i: batches(start_step + i),
                      images_per_task=batch_size, on_step=on_step,
                      fix="check the devices (a worker may have died) and the placement")
 
@@ -244,6 +248,9 @@ def train(
     keras_model: Any = None,
     progress: bool = False,
     device_set: DeviceSet | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 0,
+    resume: bool = False,
 ) -> TrainResult:
     """Train the placement's model on ``devices`` (see the module docstring); returns what was measured.
 
@@ -254,6 +261,7 @@ def train(
     run = check_settings(pl, batch_size=batch_size, steps=steps, epochs=epochs, mode=mode, optimizer=optimizer,
                          lr=lr, dataset=dataset, inflight=inflight, seed=seed, trace=trace, log=log,
                          progress=progress, devices=devices)
+    ckpt = CheckpointSettings.make(checkpoint_dir, every=checkpoint_every, resume=resume)  # see runtime/checkpoint
     ds = device_set or open_devices(devices, pl.k, inter_op=max(4, run.inflight + 1))
     try:
         g = pl.graph
@@ -261,7 +269,7 @@ def train(
                             seed=seed, device=ds.host)
         if run.steps is None:
             run = replace(run, steps=max(1, int(round(run.epochs * len(x) / run.batch_size))))
-        return _train_on(pl, ds, keras_model, run, x, y)
+        return _train_on(pl, ds, keras_model, run, x, y, ckpt)
     finally:
         if device_set is None:
             if ds.workers is not None:
@@ -284,7 +292,7 @@ def _build_step(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings
 
 
 def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, x: np.ndarray,
-              y: np.ndarray) -> TrainResult:
+              y: np.ndarray, ckpt: CheckpointSettings | None = None) -> TrainResult:
     assert run.steps is not None
     B, seed = run.batch_size, run.seed
     inflight = run.inflight
@@ -307,10 +315,14 @@ def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, 
 
         dtrace = capture_device_trace(step, ds, run_traced, trace, steps=max(2, inflight), inflight=inflight,
                                       meta=meta)
+    keeper = Checkpointer(ckpt or CheckpointSettings(), pm, step, ds, key=ResumeKey(
+        seed=seed, batch_size=B, optimizer=run.opt.name, samples=len(x), mode=run.mode.value))
+    guarded(ds, keeper.restore)  # after the warm-up and trace steps, which update the weights
     t0 = time.perf_counter()
     try:
-        rows = guarded(ds, run_pipeline, step, x, y, steps=run.steps, batch_size=B,
-                       inflight=pipeline_inflight, on_step=bar.update if bar else None, seed=seed)
+        rows = keeper.run(lambda at, n: guarded(ds, run_pipeline, step, x, y, steps=n, batch_size=B,
+                                                inflight=pipeline_inflight, on_step=bar.update if bar else None,
+                                                seed=seed, start_step=at), run.steps, images_per_step=B)
     finally:
         if bar is not None:
             bar.stop()

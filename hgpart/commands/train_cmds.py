@@ -28,16 +28,23 @@ def train(
                                       "the ops of every device in one view, for a few extra steps)"),
     log: Path | None = typer.Option(None, "--log", help="per-step log file (.csv or .json)"),
     seed: int = typer.Option(0, "--seed", help="seed of the Keras initial weights and the data order"),
+    checkpoint_dir: Path | None = typer.Option(None, "--checkpoint-dir", help="folder for partitioned checkpoints "
+                                               "(the newest two kept; see docs/checkpoints.md)"),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", help="checkpoint every N steps (0 = at the end)"),
+    resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint in --checkpoint-dir, "
+                                "under this placement (re-sharded if it differs)"),
 ) -> None:
     """Train a placement across devices: collocated gradients, async pipeline or sync micro-batches."""
-    check_outputs(files={"--log": log}, folders={"--trace": trace})  # before any long work
+    check_outputs(files={"--log": log}, folders={"--trace": trace, "--checkpoint-dir": checkpoint_dir})
     from rich.console import Console
 
+    from hgpart.runtime.checkpoint import checkpoint_line
     from hgpart.runtime.train import train as run
 
     res = run(placement, devices=devices, batch_size=batch_size or None, steps=steps or None, epochs=epochs,
               mode=mode, optimizer=optimizer, lr=lr, dataset=dataset, inflight=inflight or None, trace=trace,
-              log=log, seed=seed, progress=True)
+              log=log, seed=seed, progress=True, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+              resume=resume)
     t = res.traffic
     con = Console()
     n, first, last = res.loss_ends()
@@ -50,6 +57,8 @@ def train(
               f"not modelled: loss gather {t.loss}, host feed {t.feed}")
     if log:
         con.print(f"log: {log}")
+    if checkpoint_dir:
+        con.print(checkpoint_line(checkpoint_dir))
     co = res.compute
     if co.get("fine_layers"):
         w = co["worst"]
