@@ -317,7 +317,9 @@ def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, 
                                       meta=meta)
     keeper = Checkpointer(ckpt or CheckpointSettings(), pm, step, ds, key=ResumeKey(
         seed=seed, batch_size=B, optimizer=run.opt.name, samples=len(x), mode=run.mode.value))
-    guarded(ds, keeper.restore)  # after the warm-up and trace steps, which update the weights
+    start = guarded(ds, keeper.restore)  # after the warm-up and trace steps, which update the weights
+    if bar is not None and start:
+        bar.progress.update(bar.task, completed=start)
     t0 = time.perf_counter()
     try:
         rows = keeper.run(lambda at, n: guarded(ds, run_pipeline, step, x, y, steps=n, batch_size=B,
