@@ -78,11 +78,11 @@ def max_diff(a: dict[tuple[str, str, int], np.ndarray], b: dict[tuple[str, str, 
 def test_sync_resume_equals_uninterrupted_run(coarse2: Placement, tmp_path: Path) -> None:
     """Weights and optimizer slots after 4 + 4 resumed steps equal 8 uninterrupted steps (1e-6)."""
     full, part = tmp_path / "full", tmp_path / "part"
-    losses = sync(coarse2, 8, full, checkpoint_every=4)
+    losses = sync(coarse2, 8, full)  # one pass over steps 0..7, saved at the end only
     first = sync(coarse2, 4, part, checkpoint_every=4)
     rest = sync(coarse2, 8, part, checkpoint_every=4, resume=True)
     assert len(first) == 4 and len(rest) == 4  # the resumed run ran steps 4..7 only
-    assert [c[1].step for c in list_checkpoints(full)] == [8, 4]
+    assert [c[1].step for c in list_checkpoints(full)] == [8]
     assert [c[1].step for c in list_checkpoints(part)] == [8, 4]
     assert max_diff(state(full, coarse2, 8), state(part, coarse2, 8)) <= 1e-6
     np.testing.assert_allclose(first + rest, losses, rtol=0, atol=1e-6)
@@ -181,3 +181,35 @@ def test_resume_with_a_placement_of_another_model_is_refused(coarse2: Placement,
     with pytest.raises(HgpartError, match="resume with a placement of the checkpoint's model"):
         train(other, device_set=DS, steps=3, batch_size=B, mode="sync", inflight=2, checkpoint_dir=tmp_path,
               resume=True)
+
+
+def test_async_checkpoint_holds_every_finished_update_and_resumes(coarse2: Placement, tmp_path: Path) -> None:
+    """Async: the pipeline drains before each save, so every device's Adam counter is exactly the warm-up
+    plus ``step`` updates; a resumed async run trains the remaining steps from there."""
+    res = train(coarse2, device_set=DS, steps=6, batch_size=B, mode="async", inflight=2, checkpoint_dir=tmp_path,
+                checkpoint_every=3)
+    assert sorted(r.step for r in res.rows) == list(range(6))
+    for path, man in list_checkpoints(tmp_path):
+        assert set(man.counters.values()) == {man.step + 1.0}, (path, man.counters)
+    more = train(coarse2, device_set=DS, steps=9, batch_size=B, mode="async", inflight=2, checkpoint_dir=tmp_path,
+                 checkpoint_every=3, resume=True)
+    assert sorted(r.step for r in more.rows) == [6, 7, 8] and np.isfinite(more.losses).all()
+    assert set(newest_checkpoint(tmp_path)[1].counters.values()) == {10.0}  # type: ignore[index]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--checkpoint-every", "5"], "--checkpoint-every needs a checkpoint folder"),
+    (["--resume"], "--resume needs a checkpoint folder"),
+    (["--checkpoint-dir", "{tmp}", "--resume"], "no complete checkpoint to resume from"),
+    (["--checkpoint-dir", "{tmp}/f/sub"], "is a file, not a folder"),
+])
+def test_cli_refuses_checkpoint_options_in_one_line(coarse2: Placement, tmp_path: Path, args: list[str],
+                                                    needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from hgpart.cli import main
+
+    (tmp_path / "f").write_text("a file")
+    path = coarse2.save(tmp_path / "pl.json")
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "-p", str(path), "--steps", "2", *[a.format(tmp=tmp_path) for a in args]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and needle in err[0], err
