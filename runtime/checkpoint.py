@@ -45,7 +45,8 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -379,10 +380,11 @@ class Checkpointer:
                                fix="drop --resume to start from the beginning", path=str(self.settings.folder))
         path, man = newest
         self._check(path, man)
-        if man.placement_hash == self.pm.pl.content_hash():
-            self._restore_same(path)
-        else:
-            self._reshard(path, man)
+        with _unreadable(path):
+            if man.placement_hash == self.pm.pl.content_hash():
+                self._restore_same(path)
+            else:
+                self._reshard(path, man)
         self.start = man.step
         return man.step
 
@@ -444,6 +446,20 @@ class Checkpointer:
             if self.settings.enabled:
                 guarded(self.ds, self.save, at)
         return [replace(r, images_per_s=(n + 1) * images_per_step / max(r.end_s, 1e-9)) for n, r in enumerate(rows)]
+
+
+@contextmanager
+def _unreadable(path: Path) -> Iterator[None]:
+    """TensorFlow's and numpy's read errors of a damaged checkpoint (complete manifest, bad tensor files) as one
+    HgpartError naming it."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except (tf.errors.OpError, OSError, ValueError, KeyError, AssertionError) as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise BadFileError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {first})", where="--resume",
+                           fix=f"move {path} away to resume from the checkpoint before it", path=str(path)) from None
 
 
 def _fsync_dir(path: Path) -> None:

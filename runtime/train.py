@@ -256,6 +256,9 @@ def train(
 
     Every setting is checked first; then the devices are opened (before anything else touches TensorFlow,
     so K logical devices can still be made); then the data is loaded and the model built on them.
+    ``checkpoint_dir`` / ``checkpoint_every`` / ``resume``: partitioned checkpoints and resuming, also under
+    another placement of the model (:mod:`hgpart.runtime.checkpoint`; sync resumes are bit-exact, async ones
+    are correct but not bit-reproducible).
     """
     pl = placement if isinstance(placement, Placement) else load_placement(placement)
     run = check_settings(pl, batch_size=batch_size, steps=steps, epochs=epochs, mode=mode, optimizer=optimizer,

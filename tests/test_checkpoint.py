@@ -213,3 +213,11 @@ def test_cli_refuses_checkpoint_options_in_one_line(coarse2: Placement, tmp_path
         main(["train", "-p", str(path), "--steps", "2", *[a.format(tmp=tmp_path) for a in args]])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and needle in err[0], err
+
+
+def test_damaged_newest_checkpoint_is_one_error_naming_it(coarse2: Placement, tmp_path: Path) -> None:
+    sync(coarse2, 2, tmp_path, checkpoint_every=1)
+    for f in (tmp_path / "ckpt-2").glob("state.data*"):
+        f.write_bytes(f.read_bytes()[:100])  # complete manifest, truncated tensors (a disk that lost them)
+    with pytest.raises(HgpartError, match=r"ckpt-2 cannot be read .*move .*ckpt-2 away"):
+        sync(coarse2, 4, tmp_path, resume=True)

@@ -24,26 +24,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hgpart.runtime.checkpoint import list_checkpoints, newest_checkpoint, read_keras_layout
+from test_checkpoint import compile_minivgg
+from test_runtime_reliability import _ENV, _check_dead_worker_report, _finish
 
-from hgpart.hypergraph import build_hypergraph
-from hgpart.models import load_graph
-from hgpart.partitioners import partition
 from hgpart.placement import Placement, load_placement
-from hgpart.profile import analytic_profile
-
-B = 8
-_ENV = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"} | {
-    "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
 
 
 @pytest.fixture(scope="module")
 def placement_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    graph = load_graph("minivgg", (16, 16, 3), 10)
-    prof = analytic_profile(graph, B)
-    hg = build_hypergraph(graph, prof.work(), batch_size=B, grain="coarse")
-    res = partition(hg, k=2, backend="mtkahypar", epsilon=0.05, seed=0)
-    pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method="hypergraph", work=prof.work())
-    return Path(pl.save(tmp_path_factory.mktemp("ckill") / "minivgg_k2.json"))
+    return Path(compile_minivgg("coarse", 2).save(tmp_path_factory.mktemp("ckill") / "minivgg_k2.json"))
 
 
 # ----------------------------------------------------------------------------------------- killed mid-write
@@ -179,7 +168,7 @@ def save_then_kill(self, done):
     out = save(self, done)
     if done == 8:
         c = cluster._ACTIVE[0]
-        print("WORKERS " + " ".join(str(w.pid) for w in c.workers), flush=True)
+        print("PIDS", os.getpid(), *[w.pid for w in c.workers], flush=True)  # the client, then its workers
         os.kill(c.workers[1].pid, signal.SIGKILL)
         c.procs[1].wait(30)
         print(f"KILLED {time.time()}", flush=True)
@@ -219,26 +208,16 @@ def _workers_of(client: int) -> list[int]:
 
 def test_dead_worker_names_newest_checkpoint_and_resume_continues(placement_path: Path, tmp_path: Path) -> None:
     folder = tmp_path / "ck"
-    proc = subprocess.Popen([sys.executable, "-c", _DEAD, str(placement_path), str(folder)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_ENV)
-    try:
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    stamps = {ln.split()[0]: float(ln.split()[1]) for ln in out.splitlines() if ln.startswith(("KILLED", "RETURNED"))}
-    assert "KILLED" in stamps and "RETURNED" in stamps, err[-3000:]
-    assert stamps["RETURNED"] - stamps["KILLED"] < 30.0
-    lines = err.splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, err[-3000:]
+    run = _finish(subprocess.Popen([sys.executable, "-c", _DEAD, str(placement_path), str(folder)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_ENV))
+    _check_dead_worker_report(run)  # exit 2, one line naming worker 1, within 30 s of the kill
+    line = run["err"].strip()
     newest = folder / "ckpt-8"
-    assert lines[0].startswith("error: local worker 1 ") and "died (killed by SIGKILL)" in lines[0], lines
-    assert f"--resume (newest checkpoint {newest}, step 8)" in lines[0], lines
-    workers = [int(w) for ln in out.splitlines() if ln.startswith("WORKERS") for w in ln.split()[1:]]
+    assert f"--resume (newest checkpoint {newest}, step 8)" in line, line
+    client, *workers = [int(w) for ln in run["out"].splitlines() if ln.startswith("PIDS") for w in ln.split()[1:]]
     assert len(workers) == 2
     time.sleep(1.0)
-    assert not [w for w in workers if _running(w)] and not _workers_of(proc.pid)
+    assert not [w for w in workers if _running(w)] and not _workers_of(client)
     assert [m.step for _, m in list_checkpoints(folder)] == [8, 4]
     # the run lost the steps after 8 only (< --checkpoint-every); --resume continues from 8 to the end
     res = subprocess.run([sys.executable, "-c", "import sys; from hgpart.cli import main; main(sys.argv[1:])",
