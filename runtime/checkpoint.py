@@ -456,7 +456,7 @@ def _unreadable(path: Path) -> Iterator[None]:
 
     try:
         yield
-    except (tf.errors.OpError, OSError, ValueError, KeyError, AssertionError) as exc:
+    except (tf.errors.OpError, OSError, ValueError, KeyError, IndexError, AssertionError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise BadFileError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {first})", where="--resume",
                            fix=f"move {path} away to resume from the checkpoint before it", path=str(path)) from None
