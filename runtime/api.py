@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.checkpoint import Checkpointer, CheckpointSettings, ResumeKey
 from hgpart.runtime.cluster import guarded
 from hgpart.runtime.data import ArrayData, Data, StepFeed, check_arrays, load_data
 from hgpart.runtime.devices import open_devices
@@ -47,7 +48,7 @@ from hgpart.runtime.progress import EpochMetrics, FitProgress
 from hgpart.runtime.step import OptimizerSpec
 from hgpart.runtime.strategy import Schedule
 
-from hgpart.errors import HgpartError
+from hgpart.errors import BadOptionError, HgpartError
 from hgpart.fileio import check_writable
 from hgpart.placement import Placement, load_placement
 
@@ -209,7 +210,8 @@ class PartitionedModel:
             validation_data: Any = None, validation_split: float = 0.0, mode: str | Schedule = "async",
             steps_per_epoch: int | None = None, verbose: int = 1, inflight: int | None = None,
             steps: int | None = None, initial_step: int = 0,
-            on_step: Callable[[FitRow], None] | None = None) -> History:
+            on_step: Callable[[FitRow], None] | None = None,
+            checkpoint: CheckpointSettings | None = None) -> History:
         """Train on ``x, y``, validating after every epoch; returns the :class:`History`.
 
         Args:
@@ -224,6 +226,8 @@ class PartitionedModel:
             steps: train this many steps in total instead of ``epochs`` epochs (the last epoch may be partial).
             initial_step: the first step to run (to continue a run; its batches follow from the seed).
             on_step: called with every finished step.
+            checkpoint: partitioned checkpoints every N steps into a folder, and resuming from its newest one
+                (:mod:`hgpart.runtime.checkpoint`); a resumed fit continues at the checkpoint's step.
 
         Raises:
             HgpartError: a setting or the data does not fit the model, or a device failed.
@@ -231,7 +235,7 @@ class PartitionedModel:
         train_data, val = self._validation(self.data(x, y), validation_data, validation_split)
         plan = self._plan(train_data, epochs=epochs, batch_size=batch_size, mode=mode, inflight=inflight,
                           steps_per_epoch=steps_per_epoch, steps=steps, initial_step=initial_step, verbose=verbose)
-        return self._run(train_data, val, plan, on_step)
+        return self._run(train_data, val, plan, on_step, checkpoint)
 
     def _plan(self, data: Data, *, epochs: int, batch_size: int | None, mode: str | Schedule,
               inflight: int | None, steps_per_epoch: int | None, steps: int | None, initial_step: int,
@@ -266,12 +270,19 @@ class PartitionedModel:
         self._step = step
         return step
 
-    def _run(self, data: Data, val: Data | None, plan: _FitPlan, on_step: Callable[[FitRow], None] | None) -> History:
+    def _run(self, data: Data, val: Data | None, plan: _FitPlan, on_step: Callable[[FitRow], None] | None,
+             checkpoint: CheckpointSettings | None = None) -> History:
         step = self.train_step(plan.batch_size, plan.schedule, plan.inflight)
+        keeper = None
+        if checkpoint is not None and (checkpoint.enabled or checkpoint.resume):
+            keeper = Checkpointer(checkpoint, self.placed, step, self.device_set, key=ResumeKey(
+                seed=self.seed, batch_size=plan.batch_size, optimizer=self.optimizer.name, samples=len(data),
+                mode=plan.schedule.value))
+            plan = self._resumed(plan, guarded(self.device_set, keeper.restore))
         hist = History(params={"epochs": plan.epochs, "batch_size": plan.batch_size, "mode": plan.schedule.value,
                                "inflight": plan.inflight, "steps": sum(s.steps for s in plan.segments)})
         bar = FitProgress(hist.params["steps"], plan.epochs) if plan.verbose else None
-        loop = _EpochLoop(self, step, data, plan, bar, on_step)
+        loop = _EpochLoop(self, step, data, plan, bar, on_step, keeper)
         try:
             for seg in plan.segments:
                 rows = loop.run(seg)
@@ -285,6 +296,20 @@ class PartitionedModel:
                 bar.stop()
         hist.seconds = loop.seconds
         return hist
+
+    @staticmethod
+    def _resumed(plan: _FitPlan, start: int) -> _FitPlan:
+        """The plan's steps from ``start`` on (a restored checkpoint's step); refuses a plan already finished."""
+        if not start:
+            return plan
+        total = plan.segments[-1].start + plan.segments[-1].steps if plan.segments else 0
+        if start >= total:
+            raise BadOptionError(f"the checkpoint is at step {start}, not before the run's last step {total}",
+                                 where="--steps", fix=f"pass --steps greater than {start} to train further",
+                                 option="--steps", value=total)
+        segments = [Segment(seg.epoch, max(seg.start, start), seg.start + seg.steps - max(seg.start, start))
+                    for seg in plan.segments if seg.start + seg.steps > start]
+        return replace(plan, segments=segments)
 
     def _epoch_metrics(self, epoch: int, rows: list[FitRow], val: Data | None, batch_size: int) -> EpochMetrics:
         loss = float(np.mean([r.record.loss for r in rows]))
@@ -389,8 +414,9 @@ class _EpochLoop:
     """Runs the steps of one epoch segment on the pipeline and keeps the clock across segments."""
 
     def __init__(self, pm: PartitionedModel, step: MeteredStep, data: Data, plan: _FitPlan,
-                 bar: FitProgress | None, on_step: Callable[[FitRow], None] | None) -> None:
-        self.pm, self.step, self.data, self.plan = pm, step, data, plan
+                 bar: FitProgress | None, on_step: Callable[[FitRow], None] | None,
+                 keeper: Checkpointer | None = None) -> None:
+        self.pm, self.step, self.data, self.plan, self.keeper = pm, step, data, plan, keeper
         self.bar, self.on_step = bar, on_step
         self.seconds = 0.0
         self.done = 0
@@ -425,6 +451,26 @@ class _EpochLoop:
         return FitRow(g, self.segment.epoch, self.accuracy[i])
 
     def run(self, seg: Segment) -> list[FitRow]:
+        """The epoch segment's steps, cut at every checkpoint step; a checkpoint is saved after each cut."""
+        keeper = self.keeper
+        every = keeper.settings.every if keeper is not None and keeper.settings.enabled else 0
+        rows: list[FitRow] = []
+        at, end = seg.start, seg.start + seg.steps
+        while at < end:
+            stop = min(end, (at // every + 1) * every) if every else end
+            rows += self._run_part(Segment(seg.epoch, at, stop - at))
+            at = stop
+            if keeper is not None and keeper.settings.enabled and (at == self.last or (every and at % every == 0)):
+                guarded(self.pm.device_set, keeper.save, at)
+        return rows
+
+    @property
+    def last(self) -> int:
+        """The step after the plan's last one."""
+        s = self.plan.segments[-1]
+        return s.start + s.steps
+
+    def _run_part(self, seg: Segment) -> list[FitRow]:
         ds, plan = self.pm.device_set, self.plan
         self.segment = seg
         self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,

@@ -77,6 +77,7 @@ __all__ = [
     "worker_info",
     "assign_cores",
     "parse_cluster_spec",
+    "set_resume_hint",
 ]
 
 CLIENT_JOB = "client"
@@ -117,6 +118,8 @@ class _Cluster:
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._monitor: threading.Thread | None = None
+        #: how to continue after a dead worker (e.g. the newest checkpoint); None: start the run again
+        self.resume_hint: Callable[[], str] | None = None
 
     # -- liveness --------------------------------------------------------------------------------------------
     def start_monitor(self) -> None:
@@ -134,7 +137,7 @@ class _Cluster:
                             f"local worker {w.task} (pid {w.pid}, {w.address}) died ({_describe_exit(code)})"
                             f"{_stderr_tail(self.stderr_files[w.task])}",
                             where=f"device {w.device}",
-                            fix="check memory and the worker's message; the run was stopped, start it again",
+                            fix=f"check memory and the worker's message; the run was stopped: {self._next_step()}",
                         ))
                         return
             else:
@@ -144,9 +147,18 @@ class _Cluster:
                         self.fail(HgpartError(
                             f"cluster worker {w.task} at {w.address} stopped answering (3 TCP probes failed)",
                             where=f"device {w.device}",
-                            fix="restart that worker's tf.distribute.Server, then run again",
+                            fix=f"restart that worker's tf.distribute.Server, then {self._next_step()}",
                         ))
                         return
+
+    def _next_step(self) -> str:
+        """What the user does after a dead worker: the resume hint (newest checkpoint) or running again."""
+        if self.resume_hint is not None:
+            try:
+                return self.resume_hint()
+            except Exception:  # noqa: BLE001 - the dead worker is the error to report, not the hint's failure
+                pass
+        return "start it again"
 
     def fail(self, err: HgpartError) -> None:
         """Record the first failure and stop the remaining local workers so nothing waits on them."""
@@ -622,6 +634,14 @@ def check(ds: DeviceSet) -> None:
     c = _cluster_of(ds)
     if c is not None:
         c.check()
+
+
+def set_resume_hint(ds: DeviceSet, hint: Callable[[], str]) -> None:
+    """Have a dead-worker error tell how to continue: ``hint()`` (e.g. naming the newest checkpoint) is called
+    when the failure is recorded and becomes the end of its fix. No-op for logical/gpu sets."""
+    c = _cluster_of(ds)
+    if c is not None:
+        c.resume_hint = hint
 
 
 def guarded(ds: DeviceSet, fn: Callable[..., _T], *args: Any, timeout: float | None = None, grace: float = 3.0,

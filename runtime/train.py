@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.api import FitRow, History, PartitionedModel
+from hgpart.runtime.checkpoint import CheckpointSettings
 from hgpart.runtime.cluster import guarded
 from hgpart.runtime.data import DATASETS, Data, DataKind, DataSpec, load_data
 from hgpart.runtime.devices import open_devices
@@ -118,12 +119,15 @@ def load_dataset(name: str, input_shape: tuple[int, ...], num_classes: int, *, n
 
 # -------------------------------------------------------------------------------------------- pipeline
 def run_pipeline(step: Any, x: np.ndarray, y: np.ndarray, *, steps: int, batch_size: int, inflight: int,
-                 on_step: Callable[[StepRecord], None] | None = None, seed: int = 0) -> list[StepRecord]:
+                 on_step: Callable[[StepRecord], None] | None = None, seed: int = 0,
+                 start_step: int = 0) -> list[StepRecord]:
     """Run ``steps`` steps of one partitioned ``step`` on the shared driver (:func:`hgpart.runtime.pipeline.run_slots`)
-    with ``inflight`` threads, each taking the next shuffled batch of the arrays as soon as it is free.
+    with ``inflight`` threads, each taking the next shuffled batch of the arrays as soon as it is free; task i is
+    batch ``start_step + i`` of the seeded order.
 
     The traced steps of ``--trace`` run here; training runs through :meth:`PartitionedModel.fit`."""
-    return run_slots([step] * max(1, inflight), steps, shuffled_batches(x, y, batch_size=batch_size, seed=seed),
+    batches = shuffled_batches(x, y, batch_size=batch_size, seed=seed)
+    return run_slots([step] * max(1, inflight), steps, lambda i: batches(start_step + i),
                      images_per_task=batch_size, on_step=on_step,
                      fix="check the devices (a worker may have died) and the placement")
 
@@ -270,25 +274,32 @@ def train(
     progress: bool = False,
     device_set: DeviceSet | None = None,
     init_weights: str | Path | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 0,
+    resume: bool = False,
 ) -> TrainResult:
     """Train the placement's model on ``devices`` (see the module docstring); returns what was measured.
 
     Every setting is checked first; then the devices are opened (before anything else touches TensorFlow,
     so K logical devices can still be made); then the data is loaded and checked, the model built on the
     devices and trained with :meth:`PartitionedModel.fit`. ``dataset`` is the former name of ``data``.
+    ``checkpoint_dir`` / ``checkpoint_every`` / ``resume``: partitioned checkpoints and resuming, also under
+    another placement of the model (:mod:`hgpart.runtime.checkpoint`; sync resumes are bit-exact, async ones
+    are correct but not bit-reproducible).
     """
     pl = placement if isinstance(placement, Placement) else load_placement(placement)
     run = check_settings(pl, batch_size=batch_size, steps=steps, epochs=epochs, mode=mode, optimizer=optimizer,
                          lr=lr, data=data, dataset=dataset, inflight=inflight, seed=seed, trace=trace, log=log,
                          progress=progress, devices=devices, val_split=val_split, val_data=val_data, save=save)
     run = replace(run, init_weights=check_init_weights(init_weights))
+    ckpt = CheckpointSettings.make(checkpoint_dir, every=checkpoint_every, resume=resume)
     ds = device_set or open_devices(devices, pl.k, inter_op=max(4, run.inflight + 1))
     try:
         train_data, val = _load(pl, run, ds.host)
         with PartitionedModel.from_placement(pl, keras_model, device_set=ds, optimizer=run.opt.name, lr=run.opt.lr,
                                              seed=run.seed, inflight=run.inflight,
                                              init_weights=run.init_weights) as pm:
-            return _train_on(pm, run, train_data, val)
+            return _train_on(pm, run, train_data, val, ckpt)
     finally:
         if device_set is None:
             ds.close()
@@ -309,7 +320,8 @@ def _load(pl: Placement, run: RunSettings, host: str) -> tuple[Data, Data | None
     return data, None
 
 
-def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | None) -> TrainResult:
+def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | None,
+              ckpt: CheckpointSettings | None = None) -> TrainResult:
     pl, B = pm.placement, run.batch_size
     steps = run.steps or max(1, int(round(run.epochs * data.steps_per_epoch(B))))
     step = pm.train_step(B, run.mode, run.inflight)
@@ -320,7 +332,7 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
             "data": str(run.data.path or run.data.kind.value), "val_split": run.val_split}
     dtrace = _capture_trace(pm, step, data, run, meta) if run.trace is not None else None
     hist = pm.fit(data, steps=steps, batch_size=B, validation_data=val, mode=run.mode, inflight=run.inflight,
-                  verbose=1 if run.progress else 0)
+                  verbose=1 if run.progress else 0, checkpoint=ckpt)
     rows = [r.record for r in hist.rows]
     trace_files: list[str] = []
     if dtrace is not None and run.trace is not None:

@@ -36,17 +36,25 @@ def train(
     seed: int = typer.Option(0, "--seed", help="seed of the Keras initial weights and the data order"),
     init_weights: Path | None = typer.Option(None, "--init-weights", help="start from these weights (.keras or "
                                              ".weights.h5 of the placement's model) instead of the model's own"),
+    checkpoint_dir: Path | None = typer.Option(None, "--checkpoint-dir", help="folder for partitioned checkpoints "
+                                               "(the newest two kept; see docs/checkpoints.md)"),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", help="checkpoint every N steps (0 = at the end)"),
+    resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint in --checkpoint-dir, "
+                                "under this placement (re-sharded if it differs)"),
 ) -> None:
     """Train a placement across devices: collocated gradients, async pipeline or sync micro-batches."""
-    check_outputs(files={"--log": log, "--save": save}, folders={"--trace": trace})  # before any long work
+    check_outputs(files={"--log": log, "--save": save},
+                  folders={"--trace": trace, "--checkpoint-dir": checkpoint_dir})  # before any long work
     from rich.console import Console
 
+    from hgpart.runtime.checkpoint import checkpoint_line
     from hgpart.runtime.train import train as run
 
     res = run(placement, devices=devices, batch_size=batch_size or None, steps=steps or None, epochs=epochs,
               mode=mode, optimizer=optimizer, lr=lr, data=data, val_split=val_split, val_data=val_data, save=save,
               inflight=inflight or None, trace=trace, log=log, seed=seed, progress=True,
-              init_weights=init_weights)
+              init_weights=init_weights, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+              resume=resume)
     t = res.traffic
     con = Console()
     n, first, last = res.loss_ends()
@@ -63,6 +71,8 @@ def train(
         con.print(f"log: {log}")
     if res.saved:
         con.print(f"saved: {res.saved} (keras.saving.load_model opens it)")
+    if checkpoint_dir:
+        con.print(checkpoint_line(checkpoint_dir))
     co = res.compute
     if co.get("fine_layers"):
         w = co["worst"]
