@@ -29,12 +29,12 @@ into its Keras-layout tensor with the saved indices (the same ``scatter`` the la
 ``PlacedModel.keras_weights``), and every new part variable and slot is gathered from it through the new
 placement's indices. All Adam step counters get the saved count.
 
-Modes: :meth:`hgpart.runtime.api.PartitionedModel.fit` saves between segments of ``every`` steps, when every batch in flight has finished (the
-pipeline is drained), so a checkpoint holds exactly the updates of its ``step`` batches. In sync mode a resumed
-run is bit-identical to an uninterrupted one with the same seed (models without Dropout: Dropout masks come from
-TensorFlow's unseeded global stream). In async mode the resumed run is correct (same state, same batch order) but
-not bit-reproducible: which weights a batch reads depends on how the threads interleave, which is true of any
-async run; the drain at each checkpoint also changes where the pipeline's bubbles fall.
+Modes: :meth:`hgpart.runtime.api.PartitionedModel.fit` saves between segments of ``every`` steps, when every batch
+in flight has finished (the pipeline is drained), so a checkpoint holds exactly the updates of its ``step`` batches.
+In sync mode a resumed run is bit-identical to an uninterrupted one with the same seed (models without Dropout:
+Dropout masks come from TensorFlow's unseeded global stream). In async mode the resumed run is correct (same state,
+same batch order) but not bit-reproducible: which weights a batch reads depends on how the threads interleave, which
+is true of any async run; the drain at each checkpoint also changes where the pipeline's bubbles fall.
 """
 
 from __future__ import annotations
