@@ -15,11 +15,20 @@ Micro-batches: the mini-batch is split into ``micro_batches`` equal parts, each 
 (BatchNorm uses that micro-batch's statistics, as Keras would when called on it), and the loss is their mean, so
 one ``tf.gradients`` call accumulates the gradients and one update is applied per mini-batch. Independent
 micro-batches run concurrently on the devices (a synchronous pipeline). BatchNorm moving statistics are updated
-once per micro-batch in order, exactly as sequential Keras calls would.
+once per micro-batch in order, exactly as sequential Keras calls would. So with BatchNorm and more than one
+micro-batch the step equals single-device training *with the same micro-batching*, not plain training on the
+whole mini-batch; ``micro_batches=1`` is the exact-equivalence mode.
+
+Warm-up: the first call of the compiled step partitions its graph, registers the pieces on every device and
+allocates memory. :meth:`TrainStep.warm_up` pays that cost on a batch and then puts back every variable the step
+wrote (:func:`restoring`: weights, BatchNorm moving statistics, optimizer slots and step counters), so a run of N
+steps makes exactly N updates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -29,7 +38,7 @@ from hgpart.runtime.partitioned import PartVariable, PlacedModel
 
 from hgpart.errors import HgpartError
 
-__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update"]
+__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update", "restoring"]
 
 
 class Optimizer(Enum):
@@ -165,6 +174,34 @@ class TrainStep:
             xt = tf.constant(np.asarray(x, np.float32))
             yt = tf.constant(np.asarray(y, np.int32))
         return float(self.concrete(xt, yt).numpy())
+
+    @property
+    def state(self) -> list[Any]:
+        """Every variable a step writes: weights, BatchNorm moving statistics, optimizer slots, step counters."""
+        return ([pv.var for pv in self.pm.vars] + [s for slots in self.slots.values() for s in slots]
+                + list(self.counters.values()))
+
+    def warm_up(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Run the compiled step once on ``x, y`` (forward, backward, the first call's set-up on every device) and
+        leave every variable as it was: the warm-up makes no update. Returns the batch's loss."""
+        with restoring(self.state):
+            return self(x, y)
+
+
+@contextmanager
+def restoring(variables: Sequence[Any]) -> Iterator[None]:
+    """Snapshot ``variables`` (``tf.Variable``) on entry and assign the snapshot back on exit, even on error.
+
+    Why: a compiled step's first call is slow (graph partitioning, kernel set-up, allocation) and must run
+    before timing, but training on that call would make one update more than asked for. Each variable is
+    read and written on its own device; nothing may run the variables concurrently meanwhile.
+    """
+    saved = [v.read_value() for v in variables]  # a copy on each variable's device
+    try:
+        yield
+    finally:
+        for v, value in zip(variables, saved, strict=True):
+            v.assign(value)
 
 
 def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> None:

@@ -19,8 +19,8 @@ Modes (thesis section 4.2):
   gradients are accumulated and one update is applied, so the result equals single-device training with the same
   micro-batching (equal to plain training for models without BatchNorm, or with one micro-batch).
 
-Traces (``trace=DIR``): after the warm-up, a few extra steps (max(2, inflight), not in the log or the timings; they
-do update the weights) run under TensorFlow's profiler; ``DIR/devices_trace.json`` shows every device's ops in one
+Traces (``trace=DIR``): after the warm-up, a few extra steps (max(2, inflight), not in the log or the timings; their
+updates are undone) run under TensorFlow's profiler; ``DIR/devices_trace.json`` shows every device's ops in one
 Chrome/Perfetto view and gives each device's busy fraction (``TrainResult.device_busy``; see
 :mod:`hgpart.runtime.devtrace`). ``DIR/pipeline_trace.json`` shows the timed run's batches per in-flight slot.
 """
@@ -44,7 +44,7 @@ from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.partitioned import PlacedModel, check_keras_model
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
-from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.step import OptimizerSpec, TrainStep, restoring
 from hgpart.runtime.strategy import Schedule
 from hgpart.runtime.traffic import measure_traffic
 
@@ -291,7 +291,7 @@ def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, 
     pipeline_inflight = inflight if run.mode is Schedule.ASYNC else 1
     pm, step = _build_step(pl, ds, keras_model, run)
     traffic = measure_traffic(step)
-    guarded(ds, step, x[:B], y[:B])  # warm-up (first call allocates); not counted
+    guarded(ds, step.warm_up, x[:B], y[:B])  # first call allocates; makes no update, not counted
     meta = {"placement_model": pl.graph.name, "grain": pl.grain, "method": pl.method, "k": pl.k,
             "devices": run.devices, "mode": run.mode.value, "inflight": inflight, "batch_size": B,
             "optimizer": run.opt.name, "lr": run.opt.lr, "traffic_bytes": traffic.to_dict()}
@@ -305,8 +305,9 @@ def _train_on(pl: Placement, ds: DeviceSet, keras_model: Any, run: RunSettings, 
             guarded(ds, run_pipeline, step, x, y, steps=n, batch_size=B,
                     inflight=pipeline_inflight, seed=seed + 1)
 
-        dtrace = capture_device_trace(step, ds, run_traced, trace, steps=max(2, inflight), inflight=inflight,
-                                      meta=meta)
+        with restoring(step.state):  # the traced steps make no update either
+            dtrace = capture_device_trace(step, ds, run_traced, trace, steps=max(2, inflight), inflight=inflight,
+                                          meta=meta)
     t0 = time.perf_counter()
     try:
         rows = guarded(ds, run_pipeline, step, x, y, steps=run.steps, batch_size=B,
