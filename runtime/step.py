@@ -205,27 +205,30 @@ def restoring(variables: Sequence[Any]) -> Iterator[None]:
 
 
 def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> None:
-    """Keras 3's SGD-momentum / Adam update of ``w`` with gradient ``g``, as raw ops where they are called.
+    """Keras 3's SGD-momentum / Adam update of ``w`` with gradient ``g``, where it is called (under ``w``'s device).
 
-    ``t`` is the 1-based step count for Adam's bias correction. Shared by the
-    model-parallel step (under each variable's device) and the data-parallel
-    baselines, so every strategy optimises with the same formulas.
+    ``t`` is the 1-based step count for Adam's bias correction. Shared by the model-parallel step and the
+    data-parallel baselines, so every strategy optimises with the same formulas.
+
+    TensorFlow's fused kernels run the update (``ResourceApplyAdam``: ``m += (g - m)(1 - b1)``,
+    ``v += (g^2 - v)(1 - b2)``, ``w -= m lr sqrt(1 - b2^t) / (1 - b1^t) / (sqrt(v) + eps)``;
+    ``ResourceApplyKerasMomentum``: ``m = m mu - lr g``, ``w += m``; Keras 3's formulas op for op) with
+    ``use_locking``, so the variable and its slots change as one atomic step. Why: in asynchronous runs two batches
+    update the same variable concurrently. With separate read and assign ops, one batch could read the first
+    moment after the other batch wrote it but the second moment before: ``m`` then holds a large gradient that
+    ``v`` does not, and ``m / sqrt(v)`` gives a step thousands of times the learning rate, enough to kill every
+    ReLU of a layer (training then stays at chance).
     """
     import tensorflow as tf
 
     if o.kind is Optimizer.MOMENTUM:
         (m,) = slots
-        m_new = m * o.momentum - g * o.lr
-        m.assign(m_new)
-        w.assign_add(m_new)
+        tf.raw_ops.ResourceApplyKerasMomentum(var=w.handle, accum=m.handle, lr=tf.constant(o.lr, g.dtype), grad=g,
+                                              momentum=tf.constant(o.momentum, g.dtype), use_locking=True)
         return
     m, v = slots
-    alpha = o.lr * tf.sqrt(1.0 - tf.pow(o.beta_2, t)) / (1.0 - tf.pow(o.beta_1, t))
-    # read each slot once: in asynchronous runs other batches update the same slots, and two reads of v in one
-    # formula could see two different values (v_new ~ 0, a huge step)
-    m_old, v_old = m.read_value(), v.read_value()
-    m_new = m_old + (g - m_old) * (1.0 - o.beta_1)
-    v_new = v_old + (tf.square(g) - v_old) * (1.0 - o.beta_2)
-    m.assign(m_new)
-    v.assign(v_new)
-    w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
+    t = tf.cast(t, g.dtype)
+    tf.raw_ops.ResourceApplyAdam(var=w.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(o.beta_1, t),
+                                 beta2_power=tf.pow(o.beta_2, t), lr=tf.constant(o.lr, g.dtype),
+                                 beta1=tf.constant(o.beta_1, g.dtype), beta2=tf.constant(o.beta_2, g.dtype),
+                                 epsilon=tf.constant(o.epsilon, g.dtype), grad=g, use_locking=True)

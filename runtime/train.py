@@ -14,7 +14,8 @@ Modes (thesis section 4.2):
   batch i+1's. Staleness: every variable is read when its forward op runs and updated when the batch's backward
   reaches it, so a batch's gradient may be computed against (and applied to) weights already updated by up to
   ``inflight - 1`` other batches, including batches whose forward started after this one's; different layers of one
-  batch may see weights of different ages. No locks order the updates; the result is not bit-reproducible.
+  batch may see weights of different ages. Each variable's update is one locked kernel, the driver bounds the
+  staleness (:mod:`hgpart.runtime.pipeline`), nothing orders the updates; the result is not bit-reproducible.
 * ``sync`` - one mini-batch per step, split into ``inflight`` micro-batches that flow through the devices together;
   gradients are accumulated and one update is applied, so the result equals single-device training with the same
   micro-batching (equal to plain training for models without BatchNorm, or with one micro-batch).

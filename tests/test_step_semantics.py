@@ -160,3 +160,18 @@ def test_sync_batchnorm_equals_single_device_only_with_one_micro_batch(micro: in
         assert err < 1e-5
     else:  # per-micro-batch statistics: a real difference, far above float noise
         assert err > 1e-3
+
+
+@pytest.mark.parametrize("strategy", ["sync-dp", "async-dp-dps"])
+def test_data_parallel_warm_up_leaves_every_variable_unchanged(strategy: str) -> None:
+    from hgpart.runtime.dataparallel import make_strategy
+
+    keras.utils.set_random_seed(0)
+    s = make_strategy(strategy, bn_model(), DS, OptimizerSpec("adam", lr=1e-2), batch_size=B)
+    assert s.state
+    before = [v.numpy().copy() for v in s.state]
+    s.warm_up(*data(2))
+    for a, v in zip(before, s.state, strict=True):
+        np.testing.assert_array_equal(a, v.numpy())
+    s.slot_fns[0](*(d[: s.task_batch] for d in data(2)))
+    assert any(not np.array_equal(a, v.numpy()) for a, v in zip(before, s.state, strict=True))
