@@ -8,8 +8,8 @@ Usage::
 
 Collocation: gradients come from ``tf.gradients`` inside one ``tf.function`` graph, which places every gradient
 op with its forward op, so a variable's gradient is computed on the device that holds the variable; the update
-math (SGD with momentum or Adam, written with raw ops, the same formulas as Keras 3) runs under that variable's
-``tf.device`` with its slots created there. Each device keeps its own Adam step counter.
+(SGD with momentum or Adam, Keras 3's formulas, one fused and locked kernel per variable: :func:`apply_update`)
+runs under that variable's ``tf.device`` with its slots created there. Each device keeps its own Adam step counter.
 
 Micro-batches: the mini-batch is split into ``micro_batches`` equal parts, each with its own forward pass
 (BatchNorm uses that micro-batch's statistics, as Keras would when called on it), and the loss is their mean, so
