@@ -3,6 +3,7 @@
 Run::
 
     python benchmarks/runtime_throughput.py                       # minivgg (VGG-style, 32x32) and minires (branching)
+    python benchmarks/runtime_throughput.py --models vgg16 --steps 6 --repeats 3   # vgg16 at 64x64 (vgg16_112: 112)
     python benchmarks/runtime_throughput.py --models minivgg --steps 12 --repeats 3 --batch-size 32
 
 For every model it compiles, in this run, a K=1 placement (everything on part 0) and three K=2 placements -
@@ -14,11 +15,18 @@ eager cluster per process and the two configurations must not compete for the co
 pinned to ONE core (``--baseline-cores``), so K=2 vs K=1 measures what a second core buys through model
 parallelism on this machine.
 
-Printed: images/s medians over ``--repeats`` runs of ``--steps`` steps (after one warm-up step), the ratio of every
-K=2 row to the K=1 row of the same model and mode, and the bytes that crossed devices in one executed step
-(forward + backward feature maps, read from the step's placed graph) beside the placement's predicted volume x2
-(forward, plus backward minus the input-channel nets that have no gradient). Everything is measured in this run.
-The machine is shared and has 2 cores: expect noise, and the client's own threads compete with the workers.
+A third child runs plain Keras ``model.fit`` (Adam, the same batch) in one process pinned to the same
+``--baseline-cores`` with TensorFlow's pools sized to them: the K=1 runtime against it is the runtime's own
+overhead.
+
+Printed: images/s medians over ``--repeats`` runs of ``--steps`` steps (after one warm-up step that makes no update),
+the parallel efficiency ``E = ips(K=2) / (2 x ips(K=1 on one core))`` of every K=2 row against the K=1 row of the
+same model and mode (with ``--baseline-cores 1``), the K=1 runtime against Keras ``fit``, and the bytes that
+crossed devices in one executed step (forward + backward feature maps, read from the step's placed graph) beside
+the placement's predicted volume x2 (forward, plus backward minus the input-channel nets that have no gradient).
+Everything is measured in this run. The machine is shared and has 2 cores: expect noise, and the client's own
+threads compete with the workers. Every child records the load average at its start and end (``load`` in each
+row of ``results.json``).
 """
 
 from __future__ import annotations
@@ -36,9 +44,52 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-MODELS = {"minivgg": (32, 32, 3), "minires": (32, 32, 3)}
+MODELS = {"minivgg": (32, 32, 3), "minires": (32, 32, 3), "vgg16": (64, 64, 3), "vgg16_112": (112, 112, 3)}
 PLACEMENTS_K2 = ("layerwise", "coarse", "fine")
 MODES = ("async", "sync")
+
+
+def zoo_name(model: str) -> str:
+    """The zoo model of a benchmark model key (``vgg16_112`` is vgg16 at 112x112)."""
+    return model.split("_")[0]
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def keras_child(args: argparse.Namespace) -> None:
+    """Plain Keras ``fit`` on ``--baseline-cores`` cores: one ROW per model (images/s of ``--steps`` steps)."""
+    cores = sorted(os.sched_getaffinity(0))[: args.baseline_cores]
+    os.sched_setaffinity(0, set(cores))
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(len(cores))
+    tf.config.threading.set_inter_op_parallelism_threads(4)
+    import keras
+
+    from hgpart.models import load_keras_model
+
+    B = args.batch_size
+    for model in json.loads(args.jobs):
+        keras.utils.set_random_seed(0)
+        m = load_keras_model(zoo_name(model), input_shape=MODELS[model], num_classes=10)
+        m.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(B * args.steps, *MODELS[model])).astype(np.float32)
+        y = rng.integers(0, 10, B * args.steps).astype(np.int32)
+        m.fit(x[:B], y[:B], batch_size=B, epochs=1, verbose=0)  # trace and allocate
+        ips = []
+        l0 = load()
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            m.fit(x, y, batch_size=B, epochs=1, verbose=0, shuffle=False)
+            ips.append(B * args.steps / (time.perf_counter() - t))
+        row = {"model": model, "placement": "keras-fit", "k": 1, "mode": "fit", "ips": ips,
+               "median": statistics.median(ips), "workers": [{"pid": os.getpid(), "cores": cores}],
+               "load": [l0, load()]}
+        print("ROW " + json.dumps(row), flush=True)
 
 
 def make_placements(model: str, folder: Path, batch_size: int, seed: int) -> dict[str, str]:
@@ -51,7 +102,7 @@ def make_placements(model: str, folder: Path, batch_size: int, seed: int) -> dic
     from hgpart.placement import Placement
     from hgpart.profile import analytic_profile
 
-    graph = load_graph(model, MODELS[model], 10)
+    graph = load_graph(zoo_name(model), MODELS[model], 10)
     work = analytic_profile(graph, batch_size).work()
     out: dict[str, str] = {}
     hg = build_hypergraph(graph, work, batch_size=batch_size, grain="coarse")
@@ -83,6 +134,7 @@ def child(args: argparse.Namespace) -> None:
             for mode in MODES:
                 ips: list[float] = []
                 res = None
+                l0 = load()
                 for _ in range(args.repeats):
                     res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps, mode=mode,
                                 dataset="synthetic", inflight=2, seed=0)
@@ -94,11 +146,12 @@ def child(args: argparse.Namespace) -> None:
                        "measured_bytes": t.get("model"),
                        "predicted_bytes": (t["predicted_forward"] + t["predicted_backward"]) if t else None,
                        "predicted_x2": t.get("predicted_x2"), "rel_err": t.get("rel_err"),
-                       "final_loss": res.losses[-1] if res.losses else None}
+                       "final_loss": res.losses[-1] if res.losses else None, "load": [l0, load()]}
                 print("ROW " + json.dumps(row), flush=True)
 
 
-def run_child(k: int, jobs: list[dict[str, str]], args: argparse.Namespace) -> list[dict[str, Any]]:
+def run_child(k: int, jobs: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Child ``k`` (K workers; -1 = plain Keras fit) in its own process; its ROW lines."""
     cmd = [sys.executable, __file__, "--child", str(k), "--jobs", json.dumps(jobs), "--steps", str(args.steps),
            "--repeats", str(args.repeats), "--batch-size", str(args.batch_size),
            "--baseline-cores", str(args.baseline_cores)]
@@ -116,21 +169,26 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    base = {(r["model"], r["mode"]): r["median"] for r in rows if r["k"] == 1}
+    base = {(r["model"], r["mode"]): r["median"] for r in rows if r["k"] == 1 and r["mode"] != "fit"}
+    fit = {r["model"]: r["median"] for r in rows if r["mode"] == "fit"}
     table = Table(title=f"images/s, median of {args.repeats} x {args.steps} steps, batch {args.batch_size}, "
                         f"local pinned workers (K=1 on {args.baseline_cores} core(s))")
-    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "bytes/step measured",
-                "predicted", "pred. vol x2", "rel.err"):
+    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "bytes/step measured",
+                "predicted", "pred. vol x2", "rel.err", "load"):
         table.add_column(col, justify="left" if col in ("model", "placement", "mode") else "right")
     for r in rows:
-        b = base.get((r["model"], r["mode"]))
+        b = base.get((r["model"], r["mode"])) if r["mode"] != "fit" else None
         ratio = f"{r['median'] / b:.2f}x" if b else "-"
+        eff = f"{r['median'] / (2 * b):.2f}" if b and r["k"] == 2 else "-"
+        if r["k"] == 1 and r["mode"] != "fit" and fit.get(r["model"]):
+            ratio = f"{r['median'] / fit[r['model']]:.2f}x fit"
         meas = f"{r['measured_bytes']:,}" if r["k"] > 1 and r["measured_bytes"] is not None else "-"
         pred = f"{r['predicted_bytes']:,.0f}" if r["k"] > 1 and r["predicted_bytes"] is not None else "-"
         x2 = f"{r['predicted_x2']:,.0f}" if r["k"] > 1 and r["predicted_x2"] is not None else "-"
         err = f"{100 * r['rel_err']:.2f}%" if r["k"] > 1 and r["rel_err"] is not None else "-"
+        ld = "->".join(str(v) for v in r.get("load", []))
         table.add_row(r["model"], r["placement"], str(r["k"]), r["mode"], f"{r['median']:.1f}",
-                      " ".join(f"{v:.0f}" for v in r["ips"]), ratio, meas, pred, x2, err)
+                      " ".join(f"{v:.0f}" for v in r["ips"]), ratio, eff, meas, pred, x2, err, ld)
     Console(width=160).print(table)
     for model in sorted({r["model"] for r in rows}):
         for mode in MODES:
@@ -158,6 +216,9 @@ def main() -> None:
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--jobs", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child == -1:
+        keras_child(args)
+        return
     if args.child:
         child(args)
         return
@@ -168,6 +229,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown model(s) {unknown}; choose from {sorted(MODELS)}")
     t0 = time.perf_counter()
+    load_start = [round(v, 2) for v in os.getloadavg()]
     jobs1: list[dict[str, str]] = []
     jobs2: list[dict[str, str]] = []
     for m in models:
@@ -175,12 +237,14 @@ def main() -> None:
         jobs1.append({"model": m, "name": "single", "path": paths["single"]})
         jobs2.extend({"model": m, "name": n, "path": paths[n]} for n in PLACEMENTS_K2)
     print(f"placements written to {out} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    rows = run_child(1, jobs1, args) + run_child(2, jobs2, args)
+    rows = run_child(1, jobs1, args) + run_child(2, jobs2, args) + run_child(-1, models, args)
     if not rows:
         raise SystemExit("no measurements: both children failed (see above)")
     from hgpart.fileio import write_json
 
-    write_json(out / "results.json", {"args": vars(args), "rows": rows})
+    load_end = [round(v, 2) for v in os.getloadavg()]
+    write_json(out / "results.json", {"command": "python " + " ".join(sys.argv), "args": vars(args),
+                                      "loadavg_start": load_start, "loadavg_end": load_end, "rows": rows})
     report(rows, args)
     print(f"total {time.perf_counter() - t0:.0f} s; rows in {out / 'results.json'}")
 

@@ -124,6 +124,11 @@ class _Updates:
                 self.slots.append([tf.Variable(tf.zeros_like(v), trainable=False) for _ in range(n)])
                 self.steps.append(tf.Variable(0.0, trainable=False))
 
+    @property
+    def variables(self) -> list[Any]:
+        """The slots and step counters (what :attr:`DataParallel.state` adds to the parameters)."""
+        return [s for slots in self.slots for s in slots] + list(self.steps)
+
     def apply(self, i: int, w: Any, g: Any) -> None:
         from hgpart.runtime.step import apply_update
 
@@ -171,6 +176,20 @@ class DataParallel:
     #: the placed concrete function behind each slot function (read by :func:`node_devices` for device traces)
     concretes: list[Any] = field(default_factory=list, repr=False)
     host: str = ""
+    #: every variable a step writes (parameter copies, optimizer slots and step counters, non-trainable state)
+    state: list[Any] = field(default_factory=list, repr=False)
+
+    def warm_up(self, x: np.ndarray, y: np.ndarray) -> None:
+        """One call of each distinct slot function on the first :attr:`task_batch` images, then every variable put
+        back (:func:`hgpart.runtime.step.restoring`): the first calls' set-up is paid, no update is made."""
+        from hgpart.runtime.step import restoring
+
+        seen: set[int] = set()
+        with restoring(self.state):
+            for fn in self.slot_fns:
+                if id(fn) not in seen:
+                    seen.add(id(fn))
+                    fn(x[: self.task_batch], y[: self.task_batch])
 
 
 def node_devices(s: DataParallel) -> dict[str, str]:
@@ -322,6 +341,7 @@ def _sync(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, 
                         _evaluator(model, reps[0][0], reps[0][1], host), slot_devices=[devices[0]],
                         weights=lambda: [v.numpy() for v in reps[0][0]],
                         replica_weights=lambda: [[v.numpy() for v in r[0]] for r in reps], concretes=[cf], host=host,
+                        state=[v for tv, nv in reps for v in tv + nv] + [v for u in upd for v in u.variables],
                         notes=(f"ring all-reduce over {k} replicas; expected 2(K-1)Pd = {ring_bytes(params, k)} B"
                                if k > 1 else "one device, no communication"))
 
@@ -395,7 +415,7 @@ def _mirrored(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
                         "formula", params, _evaluator(model, tv, nv, host), slot_devices=[devices[0]],
                         weights=lambda: [v.numpy() for v in tv],
                         replica_weights=lambda: [[np.asarray(v.values[r]) for v in tv] for r in range(k)],
-                        concretes=[cf], host=host,
+                        concretes=[cf], host=host, state=tv + nv + upd.variables,
                         notes="tf.distribute.MirroredStrategy custom loop (strategy.run, all_reduce, reduce); "
                               "collective bytes not visible in the graph: 2(K-1)Pd stated")
 
@@ -463,6 +483,7 @@ def _async_ps(model: Any, devices: list[str], host: str, opt: Any, batch_size: i
     return DataParallel(name, k, batch_size, wb, fns, comm, feed, "graph", params, _evaluator(model, tv, nv, host),
                         slot_devices=list(devices), weights=lambda: [v.numpy() for v in tv],
                         replica_weights=lambda: [[v.numpy() for v in tv]], concretes=cfs, host=host,
+                        state=tv + nv + upd.variables,
                         notes=("one parameter server on device 0" if one_ps else
                                "parameters greedily by size: " + ", ".join(
                                    f"dev{i} {loads[dv] / 2**20:.2f} MiB" for i, dv in enumerate(devices)))

@@ -84,19 +84,6 @@ class MeteredStep(TrainStep):
     def __call__(self, x: np.ndarray, y: np.ndarray) -> float:
         return self.run(x, y)[0]
 
-    def state(self) -> list[Any]:
-        """Every variable a step changes: weights, BatchNorm statistics, optimizer slots and step counters."""
-        return ([pv.var for pv in self.pm.vars] + [v for slots in self.slots.values() for v in slots]
-                + list(self.counters.values()))
-
-    def warm_up(self, x: np.ndarray, y: np.ndarray) -> None:
-        """Run one step (the first call allocates and optimises the graph), then restore every variable."""
-        state = self.state()
-        saved = [v.numpy() for v in state]
-        self.run(x, y)
-        for v, value in zip(state, saved, strict=True):
-            v.assign(value)
-
     def adopt(self, other: MeteredStep) -> None:
         """Take ``other``'s optimizer slots and step counters (same placed model, another batch size or mode)."""
         for i, slots in self.slots.items():

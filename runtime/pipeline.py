@@ -9,7 +9,17 @@ Usage::
 
 One thread per slot function; whenever a thread is free it takes the next
 task (``task(i)`` gives its inputs), so several batches are in flight and no
-device waits for a whole step to drain. The model-parallel pipeline
+device waits for a whole step to drain.
+
+Bounded staleness: task ``i`` starts only after task ``i - window`` has
+finished (``window`` defaults to the number of slots). Without the bound a
+slow task could be overtaken without limit: while one thread works on task 0,
+the others could finish tasks 1, 2, 3, ..., so task 0's gradient, computed on
+the weights it read at its start, would land after any number of newer
+updates. With it, at most ``window - 1`` older tasks' updates can be missing
+from the weights a task reads, and at most ``window - 1`` newer tasks can
+update the weights before its own update lands (PipeDream's bound for
+``window`` batches in flight). The model-parallel pipeline
 (:func:`hgpart.runtime.train.run_pipeline`: K threads sharing one partitioned
 step) and the data-parallel strategies (:func:`hgpart.runtime.dataparallel.run_slots`:
 one thread per worker's step) both run on it and get the same
@@ -75,22 +85,36 @@ class _Driver:
     """The state the slot threads share: next task, finished records, first error; all under one lock."""
 
     def __init__(self, fns: Sequence[Callable[..., Any]], n_tasks: int, task: Task, images_per_task: int,
-                 on_step: Callable[[StepRecord], None] | None) -> None:
+                 on_step: Callable[[StepRecord], None] | None, window: int) -> None:
         self.fns, self.n_tasks, self.task = fns, n_tasks, task
         self.images_per_task = images_per_task
         self.on_step = on_step
-        self.lock = threading.Lock()
+        self.window = window
+        self.lock = threading.Condition()
         self.next = 0
+        self.finished = np.zeros(n_tasks, dtype=bool)
         self.records: list[StepRecord] = []
         self.errors: list[BaseException] = []
         self.t0 = time.perf_counter()
 
     def _take(self) -> int | None:
+        """The next task, once task ``i - window`` has finished; None when all are taken or a task failed.
+
+        No deadlock: tasks are handed out in order, so the oldest unfinished task never waits.
+        """
         with self.lock:
             if self.errors or self.next >= self.n_tasks:
                 return None
+            i = self.next
             self.next += 1
-            return self.next - 1
+            older = i - self.window
+            self.lock.wait_for(lambda: bool(self.errors) or self.window < 1 or older < 0 or self.finished[older])
+            return None if self.errors else i
+
+    def _fail(self, exc: BaseException) -> None:
+        with self.lock:
+            self.errors.append(exc)
+            self.lock.notify_all()
 
     def _finish(self, i: int, slot: int, loss: Any, start: float, end: float) -> None:
         with self.lock:
@@ -99,6 +123,8 @@ class _Driver:
             rec = StepRecord(step=i, slot=slot, loss=float(loss), start_s=start - self.t0, end_s=end_s,
                              batch_s=end - start, images_per_s=done * self.images_per_task / max(end_s, 1e-9))
             self.records.append(rec)
+            self.finished[i] = True
+            self.lock.notify_all()
             if self.on_step is not None:
                 self.on_step(rec)
 
@@ -110,8 +136,7 @@ class _Driver:
             try:
                 loss = fn(*args)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                with self.lock:
-                    self.errors.append(exc)
+                self._fail(exc)
                 return
             self._finish(i, slot, loss, start, time.perf_counter())
 
@@ -125,6 +150,7 @@ def run_slots(
     on_step: Callable[[StepRecord], None] | None = None,
     fix: str | None = None,
     thread_name: str = "hgpart-slot",
+    window: int | None = None,
 ) -> list[StepRecord]:
     """Run tasks ``0..n_tasks-1``, each as ``fns[slot](*task(i))`` on the first free slot.
 
@@ -136,6 +162,8 @@ def run_slots(
         on_step: called under the driver's lock with each record as its task finishes.
         fix: the hint of the :class:`~hgpart.errors.DeviceError` raised when a step fails.
         thread_name: prefix of the threads' names (seen in profiler traces).
+        window: the staleness bound: task ``i`` starts only after task ``i - window`` finished (see the module
+            docstring). None: the number of slots; 0: no bound.
 
     Returns:
         One :class:`StepRecord` per task, sorted by finishing time.
@@ -143,7 +171,7 @@ def run_slots(
     Raises:
         DeviceError: a step raised an exception that is not an :class:`~hgpart.errors.HgpartError`.
     """
-    drv = _Driver(fns, n_tasks, task, images_per_task, on_step)
+    drv = _Driver(fns, n_tasks, task, images_per_task, on_step, len(fns) if window is None else int(window))
     threads = [threading.Thread(target=drv.work, args=(s,), daemon=True, name=f"{thread_name}{s}")
                for s in range(len(fns))]
     for th in threads:

@@ -8,18 +8,27 @@ Usage::
 
 Collocation: gradients come from ``tf.gradients`` inside one ``tf.function`` graph, which places every gradient
 op with its forward op, so a variable's gradient is computed on the device that holds the variable; the update
-math (SGD with momentum or Adam, written with raw ops, the same formulas as Keras 3) runs under that variable's
-``tf.device`` with its slots created there. Each device keeps its own Adam step counter.
+(SGD with momentum or Adam, Keras 3's formulas, one fused and locked kernel per variable: :func:`apply_update`)
+runs under that variable's ``tf.device`` with its slots created there. Each device keeps its own Adam step counter.
 
 Micro-batches: the mini-batch is split into ``micro_batches`` equal parts, each with its own forward pass
 (BatchNorm uses that micro-batch's statistics, as Keras would when called on it), and the loss is their mean, so
 one ``tf.gradients`` call accumulates the gradients and one update is applied per mini-batch. Independent
 micro-batches run concurrently on the devices (a synchronous pipeline). BatchNorm moving statistics are updated
-once per micro-batch in order, exactly as sequential Keras calls would.
+once per micro-batch in order, exactly as sequential Keras calls would. So with BatchNorm and more than one
+micro-batch the step equals single-device training *with the same micro-batching*, not plain training on the
+whole mini-batch; ``micro_batches=1`` is the exact-equivalence mode.
+
+Warm-up: the first call of the compiled step partitions its graph, registers the pieces on every device and
+allocates memory. :meth:`TrainStep.warm_up` pays that cost on a batch and then puts back every variable the step
+wrote (:func:`restoring`: weights, BatchNorm moving statistics, optimizer slots and step counters), so a run of N
+steps makes exactly N updates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -29,7 +38,7 @@ from hgpart.runtime.partitioned import PartVariable, PlacedModel
 
 from hgpart.errors import HgpartError
 
-__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update"]
+__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update", "restoring"]
 
 
 class Optimizer(Enum):
@@ -166,29 +175,60 @@ class TrainStep:
             yt = tf.constant(np.asarray(y, np.int32))
         return float(self.concrete(xt, yt).numpy())
 
+    @property
+    def state(self) -> list[Any]:
+        """Every variable a step writes: weights, BatchNorm moving statistics, optimizer slots, step counters."""
+        return ([pv.var for pv in self.pm.vars] + [s for slots in self.slots.values() for s in slots]
+                + list(self.counters.values()))
+
+    def warm_up(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Run the compiled step once on ``x, y`` (forward, backward, the first call's set-up on every device) and
+        leave every variable as it was: the warm-up makes no update. Returns the batch's loss."""
+        with restoring(self.state):
+            return self(x, y)
+
+
+@contextmanager
+def restoring(variables: Sequence[Any]) -> Iterator[None]:
+    """Snapshot ``variables`` (``tf.Variable``) on entry and assign the snapshot back on exit, even on error.
+
+    Why: a compiled step's first call is slow (graph partitioning, kernel set-up, allocation) and must run
+    before timing, but training on that call would make one update more than asked for. Each variable is
+    read and written on its own device; nothing may run the variables concurrently meanwhile.
+    """
+    saved = [v.read_value() for v in variables]  # a copy on each variable's device
+    try:
+        yield
+    finally:
+        for v, value in zip(variables, saved, strict=True):
+            v.assign(value)
+
 
 def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> None:
-    """Keras 3's SGD-momentum / Adam update of ``w`` with gradient ``g``, as raw ops where they are called.
+    """Keras 3's SGD-momentum / Adam update of ``w`` with gradient ``g``, where it is called (under ``w``'s device).
 
-    ``t`` is the 1-based step count for Adam's bias correction. Shared by the
-    model-parallel step (under each variable's device) and the data-parallel
-    baselines, so every strategy optimises with the same formulas.
+    ``t`` is the 1-based step count for Adam's bias correction. Shared by the model-parallel step and the
+    data-parallel baselines, so every strategy optimises with the same formulas.
+
+    TensorFlow's fused kernels run the update (``ResourceApplyAdam``: ``m += (g - m)(1 - b1)``,
+    ``v += (g^2 - v)(1 - b2)``, ``w -= m lr sqrt(1 - b2^t) / (1 - b1^t) / (sqrt(v) + eps)``;
+    ``ResourceApplyKerasMomentum``: ``m = m mu - lr g``, ``w += m``; Keras 3's formulas op for op) with
+    ``use_locking``, so the variable and its slots change as one atomic step. Why: in asynchronous runs two batches
+    update the same variable concurrently. With separate read and assign ops, one batch could read the first
+    moment after the other batch wrote it but the second moment before: ``m`` then holds a large gradient that
+    ``v`` does not, and ``m / sqrt(v)`` gives a step thousands of times the learning rate, enough to kill every
+    ReLU of a layer (training then stays at chance).
     """
     import tensorflow as tf
 
     if o.kind is Optimizer.MOMENTUM:
         (m,) = slots
-        m_new = m * o.momentum - g * o.lr
-        m.assign(m_new)
-        w.assign_add(m_new)
+        tf.raw_ops.ResourceApplyKerasMomentum(var=w.handle, accum=m.handle, lr=tf.constant(o.lr, g.dtype), grad=g,
+                                              momentum=tf.constant(o.momentum, g.dtype), use_locking=True)
         return
     m, v = slots
-    alpha = o.lr * tf.sqrt(1.0 - tf.pow(o.beta_2, t)) / (1.0 - tf.pow(o.beta_1, t))
-    # read each slot once: in asynchronous runs other batches update the same slots, and two reads of v in one
-    # formula could see two different values (v_new ~ 0, a huge step)
-    m_old, v_old = m.read_value(), v.read_value()
-    m_new = m_old + (g - m_old) * (1.0 - o.beta_1)
-    v_new = v_old + (tf.square(g) - v_old) * (1.0 - o.beta_2)
-    m.assign(m_new)
-    v.assign(v_new)
-    w.assign_sub((m_new * alpha) / (tf.sqrt(v_new) + o.epsilon))
+    t = tf.cast(t, g.dtype)
+    tf.raw_ops.ResourceApplyAdam(var=w.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(o.beta_1, t),
+                                 beta2_power=tf.pow(o.beta_2, t), lr=tf.constant(o.lr, g.dtype),
+                                 beta1=tf.constant(o.beta_1, g.dtype), beta2=tf.constant(o.beta_2, g.dtype),
+                                 epsilon=tf.constant(o.epsilon, g.dtype), grad=g, use_locking=True)

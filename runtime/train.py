@@ -19,13 +19,14 @@ Modes (thesis section 4.2):
   batch i+1's. Staleness: every variable is read when its forward op runs and updated when the batch's backward
   reaches it, so a batch's gradient may be computed against (and applied to) weights already updated by up to
   ``inflight - 1`` other batches, including batches whose forward started after this one's; different layers of one
-  batch may see weights of different ages. No locks order the updates; the result is not bit-reproducible.
+  batch may see weights of different ages. Each variable's update is one locked kernel, the driver bounds the
+  staleness (:mod:`hgpart.runtime.pipeline`), nothing orders the updates; the result is not bit-reproducible.
 * ``sync`` - one mini-batch per step, split into ``inflight`` micro-batches that flow through the devices together;
   gradients are accumulated and one update is applied, so the result equals single-device training with the same
   micro-batching (equal to plain training for models without BatchNorm, or with one micro-batch).
 
-Traces (``trace=DIR``): after the warm-up, a few extra steps (max(2, inflight), not in the log or the timings; they
-do update the weights) run under TensorFlow's profiler; ``DIR/devices_trace.json`` shows every device's ops in one
+Traces (``trace=DIR``): after the warm-up, a few extra steps (max(2, inflight), not in the log or the timings; their
+updates are undone) run under TensorFlow's profiler; ``DIR/devices_trace.json`` shows every device's ops in one
 Chrome/Perfetto view and gives each device's busy fraction (``TrainResult.device_busy``; see
 :mod:`hgpart.runtime.devtrace`). ``DIR/pipeline_trace.json`` shows the timed run's batches per in-flight slot.
 """
@@ -50,7 +51,7 @@ from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
-from hgpart.runtime.step import OptimizerSpec
+from hgpart.runtime.step import OptimizerSpec, restoring
 from hgpart.runtime.strategy import Schedule
 from hgpart.runtime.traffic import measure_traffic
 
@@ -349,7 +350,7 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
 
 
 def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings, meta: dict[str, Any]) -> Any:
-    """A few extra steps under the profiler, before (and not in) the timed run (they do update the weights)."""
+    """A few extra steps under the profiler, before (and not in) the timed run; they make no update either."""
     from hgpart.runtime.devtrace import capture_device_trace
 
     ds, B = pm.device_set, run.batch_size
@@ -361,7 +362,8 @@ def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings
         guarded(ds, run_pipeline, step, x, y, steps=k, batch_size=B, inflight=pipeline_inflight, seed=run.seed + 1)
 
     assert run.trace is not None
-    return capture_device_trace(step, ds, run_traced, run.trace, steps=n, inflight=run.inflight, meta=meta)
+    with restoring(step.state):
+        return capture_device_trace(step, ds, run_traced, run.trace, steps=n, inflight=run.inflight, meta=meta)
 
 
 def summary_json(res: TrainResult) -> str:

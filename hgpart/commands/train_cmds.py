@@ -19,7 +19,9 @@ def train(
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="mini-batch size (0 = the placement's)"),
     steps: int = typer.Option(0, "--steps", help="training steps (0 = use --epochs)"),
     epochs: float = typer.Option(1.0, "--epochs", help="epochs over the dataset when --steps is 0"),
-    mode: str = typer.Option("async", "--mode", help="async (threaded pipeline) | sync (micro-batches)"),
+    mode: str = typer.Option("async", "--mode", help="async (threaded pipeline, bounded staleness) | sync (one update "
+                             "per batch of --inflight micro-batches; BatchNorm uses per-micro-batch statistics, so "
+                             "it equals single-device training only with --inflight 1)"),
     optimizer: str = typer.Option("adam", "--optimizer", help="adam | momentum"),
     lr: float = typer.Option(1e-3, "--lr", help="learning rate"),
     data: str = typer.Option("synthetic", "--data", "--dataset",

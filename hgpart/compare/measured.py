@@ -21,7 +21,8 @@ Data: scikit-learn's digits (1,797 images, 10 classes) resized to the model inpu
 ``floor(1797 / B)`` global steps over a per-epoch permutation (seeded; the same for every strategy). Accuracy is
 *training* accuracy on a fixed subset of ``eval_n`` training images (the thesis's Figure 5.2 also reports training
 accuracy), measured ``evals_per_epoch`` times per epoch with the clock stopped: the pipeline drains at each
-evaluation point. Wall time counts training only. Every strategy first runs one untimed warm-up step (it trains).
+evaluation point. Wall time counts training only. Every strategy first runs one untimed warm-up step (its updates
+are undone).
 
 A strategy that cannot run (a batch size not divisible by K, MirroredStrategy on worker processes, a partitioner
 or runtime error) is recorded with status ``failed`` and the reason; the comparison goes on.
@@ -185,6 +186,8 @@ class _Compiled:
     #: for the device trace: the step the runtime traces (model parallelism) or the node -> device map (DP)
     step: Any = None
     node_devices: Callable[[], dict[str, str]] | None = None
+    #: runs each distinct step function once and undoes its updates (TrainStep / DataParallel ``warm_up``)
+    warm_up: Callable[[np.ndarray, np.ndarray], Any] | None = None
 
 
 def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any,
@@ -200,7 +203,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
     if not strategy.is_model_parallel:
         s = make_strategy(strategy, model, ds, opt, batch_size=B)
         return _Compiled(s.slot_fns, s.task_batch, s.comm_bytes_per_step, s.feed_bytes_per_step, s.bytes_source,
-                         s.evaluate, s.notes, node_devices=lambda: node_devices(s))
+                         s.evaluate, s.notes, node_devices=lambda: node_devices(s), warm_up=s.warm_up)
     from hgpart.frontend import layer_graph_from_keras
     from hgpart.runtime.partitioned import PlacedModel
     from hgpart.runtime.step import TrainStep
@@ -230,7 +233,8 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
     notes = (f"{pl.method} {pl.grain} placement, Comm. Vol {m.comm_volume_mib:.3f} MiB/forward, "
              f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
              + ("; K batches in flight" if strategy.is_async else "; K micro-batches per step"))
-    return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step)
+    return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step,
+                     warm_up=step.warm_up)
 
 
 def machine_info() -> dict[str, Any]:
@@ -318,12 +322,9 @@ def _summary(exc: BaseException, *, last: bool = True) -> str:
 
 
 def _warm_up(c: _Compiled, x: np.ndarray, y: np.ndarray) -> None:
-    """One untimed call of each distinct step function (it trains, equally for every strategy)."""
-    seen: set[int] = set()
-    for fn in c.fns:
-        if id(fn) not in seen:
-            seen.add(id(fn))
-            fn(x[: c.task_batch], y[: c.task_batch])
+    """One untimed call of each distinct step function, its updates undone (no strategy trains on it)."""
+    assert c.warm_up is not None  # _compile sets it for every strategy
+    c.warm_up(x[: c.task_batch], y[: c.task_batch])
 
 
 def _batches(s: _Session, plan: _Plan, orders: dict[int, np.ndarray], done: int, n: int,
