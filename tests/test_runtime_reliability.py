@@ -65,9 +65,11 @@ if phase == "connect":
 elif phase == "health":
     cluster._health_check = before(cluster._health_check)
 elif phase == "build":
-    T.PlacedModel = before(T.PlacedModel)
+    import hgpart.runtime.api as A  # the model is placed by PartitionedModel.from_placement
+    A.PlacedModel = before(A.PlacedModel)
 elif phase == "warmup":
-    TrainStep.__call__ = before(TrainStep.__call__)
+    from hgpart.runtime.evaluation import MeteredStep  # the step train warms up
+    MeteredStep.warm_up = before(MeteredStep.warm_up)
 try:
     main(["train", "-p", placement, "--devices", "local", "--steps", "2", "--batch-size", "8"])
 finally:
