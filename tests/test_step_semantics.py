@@ -20,6 +20,7 @@ DS = open_devices("logical", K, inter_op=4)  # before anything initialises Tenso
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from hgpart.runtime.evaluation import MeteredStep  # noqa: E402
 from hgpart.runtime.partitioned import PlacedModel  # noqa: E402
 from hgpart.runtime.step import OptimizerSpec, TrainStep  # noqa: E402
 
@@ -34,6 +35,7 @@ tf.config.set_soft_device_placement(False)
 B = 8
 #: the module (``hgpart.runtime.train`` the attribute is the function of the same name)
 train_mod = importlib.import_module("hgpart.runtime.train")
+api_mod = importlib.import_module("hgpart.runtime.api")
 
 
 def bn_model() -> keras.Model:
@@ -112,14 +114,14 @@ def minivgg_placement(tmp: Path) -> Path:
 def test_train_makes_exactly_steps_updates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str,
                                            trace: bool) -> None:
     """Every device's Adam step counter equals ``steps`` after a run: no warm-up or traced step trained."""
-    made: list[TrainStep] = []
+    made: list[MeteredStep] = []
 
-    class Recorded(TrainStep):
+    class Recorded(MeteredStep):
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr(train_mod, "TrainStep", Recorded)
+    monkeypatch.setattr(api_mod, "MeteredStep", Recorded)
     steps = 3
     res = train_mod.train(minivgg_placement(tmp_path), devices="logical", device_set=DS, batch_size=B, steps=steps,
                           mode=mode, dataset="synthetic", trace=tmp_path / "trace" if trace else None)
