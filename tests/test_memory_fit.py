@@ -18,9 +18,14 @@ from hgpart.hypergraph import build_hypergraph
 from hgpart.memory import MemorySettings, part_memory, vertex_memory
 from hgpart.metrics import balance_class
 from hgpart.partitioners import partition
-from hgpart.partitioners.memory_fit import Job, MemoryLimit, NoFitError, partition_fitting
+from hgpart.partitioners.memory_fit import Job as _Job
+from hgpart.partitioners.memory_fit import MemoryLimit, NoFitError, partition_fitting
 
 SETTINGS = MemorySettings(batch_size=4)
+
+
+def Job(**kw):  # noqa: N802 - the job with the package's partition function
+    return _Job(runner=partition, **kw)
 
 
 @pytest.fixture(autouse=True)

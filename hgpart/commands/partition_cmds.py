@@ -302,6 +302,7 @@ def partition_cmd(
 
     from hgpart.fileio import check_writable
     from hgpart.models import ModelSource, model_name
+    from hgpart.partitioners import partition
     from hgpart.partitioners.certificate import certify, not_computed
     from hgpart.partitioners.memory_fit import Job, fitting_metrics, limit_from_options, partition_fitting
     from hgpart.placement import Placement, default_placement_path
@@ -321,7 +322,7 @@ def partition_cmd(
     c.print(f"{graph.name} {graph.input_tag} {grain} grain: {hg.num_vertices:,} vertices, {hg.num_nets:,} nets, "
             f"{hg.num_pins:,} pins (built in {hg.build_seconds:.2f} s); {doing}", highlight=False)
     limit = limit_from_options(memory_limit, inflight=inflight, batch_size=prof.batch_size)
-    res = partition_fitting(hg, Job(k, backend, epsilon, seed, preset, time_limit, threads), limit)
+    res = partition_fitting(hg, Job(k, backend, epsilon, seed, preset, time_limit, threads, partition), limit)
     provenance = _provenance(backend, res, prof, ppath, hg, epsilon, seed, group, channel_group)
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=k, method=method, work=prof.work(),
                                      provenance=provenance, source=ModelSource.from_spec(model, graph))

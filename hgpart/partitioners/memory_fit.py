@@ -34,6 +34,7 @@ between was below the bound or proven infeasible by the exact program.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -52,7 +53,6 @@ from hgpart.memory import (
     vertex_memory,
 )
 from hgpart.metrics import PartitionMetrics, balance_class, km1_bytes, partition_metrics
-from hgpart.partitioners import partition
 from hgpart.partitioners.base import MemoryCap, PartitionResult
 from hgpart.partitioners.counts import analyze
 from hgpart.partitioners.exact import InfeasibleError, resolve_preset, run_with_memory
@@ -82,6 +82,8 @@ class Job:
     preset: str | None = None
     time_limit: float | None = None
     threads: int | None = None
+    #: :func:`hgpart.partitioners.partition`, passed in (this module is below the package's ``__init__``)
+    runner: Callable[..., PartitionResult] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,9 @@ class _Candidates:
 
 
 def _run(hg: Hypergraph, job: Job, backend: str) -> PartitionResult:
-    return partition(hg, k=job.k, backend=backend, epsilon=job.epsilon, seed=job.seed,
+    if job.runner is None:
+        raise HgpartError("no partition function given", fix="pass Job(runner=hgpart.partitioners.partition)")
+    return job.runner(hg, k=job.k, backend=backend, epsilon=job.epsilon, seed=job.seed,
                      preset=job.preset if backend == job.backend else None, time_limit=job.time_limit,
                      threads=job.threads)
 
