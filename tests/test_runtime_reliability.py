@@ -200,7 +200,7 @@ def ctrl_c(self, x, y):
     os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C would, in the warm-up step
     return 0.0
 
-TrainStep.__call__ = ctrl_c
+TrainStep.warm_up = ctrl_c
 main(["train", "-p", sys.argv[1], "--steps", "2", "--batch-size", "8"])
 """
 
