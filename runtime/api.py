@@ -281,7 +281,10 @@ class PartitionedModel:
             plan = self._resumed(plan, guarded(self.device_set, keeper.restore))
         hist = History(params={"epochs": plan.epochs, "batch_size": plan.batch_size, "mode": plan.schedule.value,
                                "inflight": plan.inflight, "steps": sum(s.steps for s in plan.segments)})
-        bar = FitProgress(hist.params["steps"], plan.epochs) if plan.verbose else None
+        bar = None
+        if plan.verbose and plan.segments:  # a resumed run's bar starts at the checkpoint's step
+            first, last = plan.segments[0], plan.segments[-1]
+            bar = FitProgress(last.start + last.steps, plan.epochs, done=first.start, epoch=first.epoch)
         loop = _EpochLoop(self, step, data, plan, bar, on_step, keeper)
         try:
             for seg in plan.segments:

@@ -39,7 +39,8 @@ class EpochMetrics:
 class FitProgress:
     """A rich progress bar over all steps of a run (see the module docstring)."""
 
-    def __init__(self, total_steps: int, epochs: int) -> None:
+    def __init__(self, total_steps: int, epochs: int, *, done: int = 0, epoch: int = 0) -> None:
+        """A bar over ``total_steps`` with ``done`` of them already made (a resumed run), in epoch ``epoch``."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.epochs = epochs
@@ -48,7 +49,8 @@ class FitProgress:
                                  TextColumn("loss {task.fields[loss]:.4f} acc {task.fields[acc]:.3f}  "
                                             "{task.fields[ips]:.1f} img/s{task.fields[val]}"),
                                  TimeRemainingColumn())
-        self.task = self.progress.add_task("train", total=total_steps, epoch=f"1/{epochs}", loss=float("nan"),
+        self.task = self.progress.add_task("train", total=total_steps, completed=done,
+                                           epoch=f"{epoch + 1}/{epochs}", loss=float("nan"),
                                            acc=float("nan"), ips=0.0, val="")
         self.progress.start()
 
