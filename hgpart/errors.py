@@ -29,10 +29,13 @@ measured profile exists) catches a type and never parses message text:
 
 from __future__ import annotations
 
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
+
+_E = TypeVar("_E", bound=Enum)
 
 __all__ = ["HgpartError", "BadOptionError", "BadFileError", "MissingProfileError", "ModelMismatchError",
-           "DeviceError", "InterruptedRunError"]
+           "DeviceError", "InterruptedRunError", "parse_enum"]
 
 
 class HgpartError(Exception):
@@ -125,3 +128,16 @@ class InterruptedRunError(HgpartError):
                  completed: object = None) -> None:
         self.completed = completed
         super().__init__(what, where=where, fix=fix)
+
+
+def parse_enum(cls: type[_E], value: str | _E, *, what: str, where: str) -> _E:
+    """The member of ``cls`` whose value is ``value`` (a member is returned as it is); else one BadOptionError
+    naming ``what`` was unknown and listing the values."""
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(value)
+    except ValueError:
+        names = ", ".join(str(m.value) for m in cls)
+        raise BadOptionError(f"unknown {what} {value!r}", where=where, option=where, value=str(value),
+                             fix=f"use one of {names}") from None

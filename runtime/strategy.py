@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from hgpart.errors import BadOptionError
+from hgpart.errors import BadOptionError, parse_enum
 
 __all__ = ["Parallelism", "Schedule", "PlacementKind", "ParamSync", "Strategy", "STRATEGIES"]
 
@@ -41,14 +41,7 @@ class Schedule(Enum):
     @staticmethod
     def parse(value: str | Schedule, *, where: str = "--mode") -> Schedule:
         """The schedule called ``value`` (``"async"`` or ``"sync"``; a :class:`Schedule` is returned as it is)."""
-        if isinstance(value, Schedule):
-            return value
-        try:
-            return Schedule(value)
-        except ValueError:
-            names = tuple(s.value for s in Schedule)
-            raise BadOptionError(f"unknown mode {value!r}", where=where, option=where, value=str(value),
-                                 fix=f"use one of {names}") from None
+        return parse_enum(Schedule, value, what="mode", where=where)
 
 
 class PlacementKind(Enum):

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from hgpart.cluster import Cluster
-from hgpart.errors import BadOptionError
+from hgpart.errors import BadOptionError, parse_enum
 from hgpart.fileio import write_json
 from hgpart.hypergraph import Hypergraph
 from hgpart.layergraph import LayerGraph
@@ -67,14 +67,7 @@ class SimStrategy(Enum):
 
     @staticmethod
     def parse(value: str | SimStrategy, *, where: str = "--strategy") -> SimStrategy:
-        if isinstance(value, SimStrategy):
-            return value
-        try:
-            return SimStrategy(value)
-        except ValueError:
-            names = ", ".join(s.value for s in SimStrategy)
-            raise BadOptionError(f"unknown strategy {value!r}", where=where, option=where, value=value,
-                                 fix=f"use one of {names}") from None
+        return parse_enum(SimStrategy, value, what="strategy", where=where)
 
 
 @dataclass(frozen=True)
