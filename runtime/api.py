@@ -45,14 +45,19 @@ from hgpart.runtime.modelsource import build_for_placement, check_init_weights, 
 from hgpart.runtime.partitioned import PlacedModel
 from hgpart.runtime.pipeline import StepRecord, run_slots
 from hgpart.runtime.progress import EpochMetrics, FitProgress
-from hgpart.runtime.step import OptimizerSpec
+from hgpart.runtime.stagepipe import run_staged
+from hgpart.runtime.stages import StagedStep, check_pipeline, plan_stages
+from hgpart.runtime.step import OptimizerSpec, restoring
 from hgpart.runtime.strategy import Schedule
 
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.fileio import check_writable
 from hgpart.placement import Placement, load_placement
 
-__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments"]
+__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "STAGES_MIN_STEP_S"]
+
+#: ``pipeline="auto"`` runs async steps as stages when one whole-step call takes at least this long (seconds)
+STAGES_MIN_STEP_S = 0.25
 
 #: what a data argument may be: arrays (with y), checked data, or a ``--data`` value
 DataLike = Any
@@ -127,7 +132,7 @@ class PartitionedModel:
 
     def __init__(self, placement: Placement, keras_model: Any, placed: PlacedModel, device_set: DeviceSet, *,
                  optimizer: OptimizerSpec, seed: int = 0, inflight: int | None = None,
-                 owns_devices: bool = False) -> None:
+                 owns_devices: bool = False, pipeline: str = "auto") -> None:
         self.placement = placement
         self.keras_model = keras_model
         self.placed = placed
@@ -138,11 +143,14 @@ class PartitionedModel:
         self._owns_devices = owns_devices
         self._step: MeteredStep | None = None
         self._evaluator: Evaluator | None = None
+        self.pipeline = check_pipeline(pipeline)
+        self._staged: tuple[MeteredStep, StagedStep | None] | None = None
 
     @classmethod
     def from_placement(cls, placement: str | Path | Placement, keras_model: Any = None, *, devices: str = "logical",
                        device_set: DeviceSet | None = None, optimizer: str = "adam", lr: float = 1e-3, seed: int = 0,
-                       inflight: int | None = None, init_weights: str | Path | None = None) -> PartitionedModel:
+                       inflight: int | None = None, init_weights: str | Path | None = None,
+                       pipeline: str = "auto") -> PartitionedModel:
         """Open the devices and place the model's weights on them.
 
         Args:
@@ -155,6 +163,10 @@ class PartitionedModel:
             inflight: batches in flight (async) or micro-batches (sync); None = K.
             init_weights: a ``.keras`` or ``.weights.h5`` file of the same model whose weights replace the
                 starting ones (checked before the devices open).
+            pipeline: how steps run: ``stages`` (one compiled function per pipeline stage, 1F1B across stages,
+                async or sync: :mod:`hgpart.runtime.stages`; only for placements whose layers each sit on one
+                part), ``graph`` (one compiled multi-device function per step), or ``auto``
+                (``stages`` where it applies and a step takes at least :data:`STAGES_MIN_STEP_S`).
 
         Raises:
             HgpartError: the placement, the model or the devices cannot be used.
@@ -167,6 +179,7 @@ class PartitionedModel:
             raise HgpartError(f"{inflight} batches in flight requested", where="--inflight",
                               fix="pass a number >= 1 (or 0 for K)")
         init = check_init_weights(init_weights)
+        check_pipeline(pipeline)
         ds = device_set or open_devices(devices, pl.k, inter_op=max(4, int(inflight or pl.k) + 1))
         try:
             tf.config.set_soft_device_placement(False)
@@ -179,7 +192,7 @@ class PartitionedModel:
                 ds.close()
             raise
         return cls(pl, model, placed, ds, optimizer=opt, seed=seed, inflight=inflight,
-                   owns_devices=device_set is None)
+                   owns_devices=device_set is None, pipeline=pipeline)
 
     # ------------------------------------------------------------------------------------------- data
     def data(self, x: DataLike, y: np.ndarray | None = None, *, where: str = "x") -> Data:
@@ -269,6 +282,32 @@ class PartitionedModel:
         guarded(ds, step.warm_up, zeros, np.zeros(batch_size, np.int32))
         self._step = step
         return step
+
+    def staged_step(self, step: MeteredStep) -> StagedStep | None:
+        """The stage pipeline of ``step`` (made once, warmed up), or None when async steps run as one function.
+
+        ``auto`` times one warm step of the whole-step function: per-stage calls cost a few milliseconds each, so
+        stages pay off only when a step's compute is large against them.
+        """
+        if self._staged is not None and self._staged[0] is step:
+            return self._staged[1]
+        staged = None
+        stages = plan_stages(self.placed) if self.pipeline != "graph" else None
+        if stages is not None and len(stages) > 1:
+            ds, B = self.device_set, step.batch_size
+            x = np.zeros((4 * B, *self.placement.graph.input_shape), np.float32)
+            y = np.zeros(4 * B, np.int32)
+            with restoring(step.state):
+                t = time.perf_counter()
+                guarded(ds, step.run, x[:B], y[:B])
+                slow = time.perf_counter() - t >= STAGES_MIN_STEP_S
+            if self.pipeline == "stages" or slow:
+                staged = guarded(ds, StagedStep, step, stages)
+                with restoring(step.state):  # the first calls trace and place every stage: no update is kept
+                    guarded(ds, run_staged, staged, 4, lambda i: (x[i * B:(i + 1) * B], y[i * B:(i + 1) * B]),
+                            images_per_task=B, window=2, micro=step.micro)
+        self._staged = (step, staged)
+        return staged
 
     def _run(self, data: Data, val: Data | None, plan: _FitPlan, on_step: Callable[[FitRow], None] | None,
              checkpoint: CheckpointSettings | None = None) -> History:
@@ -479,10 +518,25 @@ class _EpochLoop:
         self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
                                    steps=seg.steps, host=ds.host)
         slots = plan.inflight if plan.schedule is Schedule.ASYNC else 1
+        staged = self.pm.staged_step(self.step)
+        micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
+        fix = "check the devices (a worker may have died) and the placement"
         t0 = time.perf_counter()
-        recs = guarded(ds, run_slots, [self._slot] * slots, seg.steps,
-                       lambda i: (seg.start + i,), images_per_task=plan.batch_size,
-                       on_step=self._finished, fix="check the devices (a worker may have died) and the placement")
+        if staged is not None:
+            feed = self.feed
+
+            def task(i: int) -> tuple[Any, Any]:
+                return feed(seg.start + i)
+
+            def metric(i: int, acc: float) -> None:
+                self.accuracy[seg.start + i] = acc
+
+            recs = guarded(ds, run_staged, staged, seg.steps, task, images_per_task=plan.batch_size, window=slots,
+                           micro=micro, on_step=self._finished, on_metrics=metric, fix=fix)
+        else:
+            recs = guarded(ds, run_slots, [self._slot] * slots, seg.steps,
+                           lambda i: (seg.start + i,), images_per_task=plan.batch_size,
+                           on_step=self._finished, fix=fix)
         rows = [self._row(r) for r in recs]
         self.seconds += time.perf_counter() - t0
         self.done += len(recs)

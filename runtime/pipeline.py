@@ -40,7 +40,7 @@ import numpy as np
 
 from hgpart.errors import DeviceError, HgpartError
 
-__all__ = ["StepRecord", "run_slots", "shuffled_batches", "stacked_tasks"]
+__all__ = ["StepRecord", "raise_first", "run_slots", "shuffled_batches", "stacked_tasks"]
 
 #: what a task provides: the arguments of one call of a slot function
 Task = Callable[[int], tuple[Any, ...]]
@@ -178,12 +178,19 @@ def run_slots(
         th.start()
     for th in threads:
         th.join()
-    if drv.errors:
-        exc = drv.errors[0]
-        if isinstance(exc, HgpartError):
-            raise exc
-        raise DeviceError(f"a training step failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-                          if str(exc) else f"a training step failed: {type(exc).__name__}",
-                          where="runtime", fix=fix, cause=type(exc).__name__)
+    raise_first(drv.errors, fix)
     drv.records.sort(key=lambda r: r.end_s)
     return drv.records
+
+
+def raise_first(errors: Sequence[BaseException], fix: str | None) -> None:
+    """Re-raise the first failure of a step driver's threads, if any: an HgpartError as it is, anything else
+    as one DeviceError naming it."""
+    if not errors:
+        return
+    first = errors[0]
+    if isinstance(first, HgpartError):
+        raise first
+    raise DeviceError(f"a training step failed: {type(first).__name__}: {str(first).splitlines()[0][:200]}"
+                      if str(first) else f"a training step failed: {type(first).__name__}",
+                      where="runtime", fix=fix, cause=type(first).__name__)

@@ -51,6 +51,7 @@ from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
+from hgpart.runtime.stages import check_pipeline
 from hgpart.runtime.step import OptimizerSpec, restoring
 from hgpart.runtime.strategy import Schedule
 from hgpart.runtime.traffic import measure_traffic
@@ -278,6 +279,7 @@ def train(
     checkpoint_dir: str | Path | None = None,
     checkpoint_every: int = 0,
     resume: bool = False,
+    pipeline: str = "auto",
 ) -> TrainResult:
     """Train the placement's model on ``devices`` (see the module docstring); returns what was measured.
 
@@ -294,12 +296,13 @@ def train(
                          progress=progress, devices=devices, val_split=val_split, val_data=val_data, save=save)
     run = replace(run, init_weights=check_init_weights(init_weights))
     ckpt = CheckpointSettings.make(checkpoint_dir, every=checkpoint_every, resume=resume)
+    check_pipeline(pipeline)
     ds = device_set or open_devices(devices, pl.k, inter_op=max(4, run.inflight + 1))
     try:
         train_data, val = _load(pl, run, ds.host)
         with PartitionedModel.from_placement(pl, keras_model, device_set=ds, optimizer=run.opt.name, lr=run.opt.lr,
                                              seed=run.seed, inflight=run.inflight,
-                                             init_weights=run.init_weights) as pm:
+                                             init_weights=run.init_weights, pipeline=pipeline) as pm:
             return _train_on(pm, run, train_data, val, ckpt)
     finally:
         if device_set is None:

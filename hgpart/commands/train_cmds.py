@@ -32,6 +32,10 @@ def train(
     save: Path | None = typer.Option(None, "--save", help="save the trained model here (.keras, opens in plain "
                                      "Keras)"),
     inflight: int = typer.Option(0, "--inflight", help="batches in flight / micro-batches (0 = K)"),
+    pipeline: str = typer.Option("auto", "--pipeline", help="async steps as: stages (one compiled function per "
+                                 "pipeline stage, 1F1B; placements whose layers each sit on one part) | graph (one "
+                                 "multi-device function per step) | auto (stages where they apply and a step takes "
+                                 ">= 0.25 s)"),
     trace: Path | None = typer.Option(None, "--trace", help="folder for Chrome/Perfetto traces (devices_trace.json: "
                                       "the ops of every device in one view, for a few extra steps)"),
     log: Path | None = typer.Option(None, "--log", help="per-step log file (.csv or .json)"),
@@ -56,7 +60,7 @@ def train(
               mode=mode, optimizer=optimizer, lr=lr, data=data, val_split=val_split, val_data=val_data, save=save,
               inflight=inflight or None, trace=trace, log=log, seed=seed, progress=True,
               init_weights=init_weights, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-              resume=resume)
+              resume=resume, pipeline=pipeline)
     t = res.traffic
     con = Console()
     n, first, last = res.loss_ends()

@@ -1,0 +1,115 @@
+"""The stage pipeline: a placement whose layers each sit on one part is cut into stages; training through the
+stages one batch at a time equals the whole-step function's training, on a chain and on a branching model; with
+two batches in flight it makes exactly one update per batch and learns; ``graph`` keeps the whole-step function."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hgpart.runtime.api import PartitionedModel
+from hgpart.runtime.devices import open_devices
+from hgpart.runtime.stages import plan_stages
+
+from hgpart.errors import BadOptionError
+from hgpart.hypergraph import build_hypergraph
+from hgpart.models import load_graph
+from hgpart.partitioners import partition
+from hgpart.placement import Placement
+from hgpart.profile import analytic_profile
+
+B = 8
+DS = open_devices("logical", 2)  # the session's logical devices (tests/conftest.py)
+
+
+def _placement(model: str, backend: str = "layerwise", grain: str = "coarse") -> Placement:
+    graph = load_graph(model, (16, 16, 3), 10)
+    prof = analytic_profile(graph, B)
+    hg = build_hypergraph(graph, prof.work(), batch_size=B, grain=grain)
+    res = partition(hg, k=2, backend=backend, epsilon=0.05, seed=0)
+    method = "layerwise" if backend == "layerwise" else "hypergraph"
+    return Placement.from_vertex_parts(graph, hg, res.parts, k=2, method=method, work=prof.work())
+
+
+def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 10, n).astype(np.int32)
+    x = rng.normal(scale=0.1, size=(n, 16, 16, 3)).astype(np.float32)
+    for i, c in enumerate(y):
+        x[i, c, :, :] += 1.0
+    return x, y
+
+
+def _fit(pl: Placement, pipeline: str, inflight: int, steps: int,
+         mode: str = "async") -> tuple[dict, list[float], PartitionedModel]:
+    x, y = _data()
+    pm = PartitionedModel.from_placement(pl, device_set=DS, seed=3, inflight=inflight, pipeline=pipeline)
+    hist = pm.fit(x, y, steps=steps, batch_size=B, mode=mode, inflight=inflight, verbose=0)
+    return pm.placed.keras_weights(), [r.record.loss for r in sorted(hist.rows, key=lambda r: r.record.step)], pm
+
+
+@pytest.mark.parametrize("model", ["minivgg", "minires"])
+def test_stages_cover_every_layer_once_and_alternate_parts(model: str) -> None:
+    pl = _placement(model)
+    pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0)
+    stages = plan_stages(pm.placed)
+    assert stages is not None and len(stages) >= 2
+    names = [n for s in stages for n in s.layers]
+    assert sorted(names) == sorted(ly.name for ly in pl.graph.layers if ly.kind != "input")
+    assert all(a.part != b.part for a, b in zip(stages, stages[1:], strict=False))
+    assert [s.loss for s in stages].count(True) == 1 and stages[-1].loss
+    made = {n: s.index for s in stages for n in s.layers}
+    for s in stages:  # every input is the model input or made by an earlier stage, which lists it as an output
+        for t in s.inputs:
+            assert t == "input" or (made[t] < s.index and t in stages[made[t]].outputs)
+
+
+def test_a_placement_with_a_split_layer_has_no_stages() -> None:
+    graph = load_graph("minivgg", (16, 16, 3), 10)
+    work = analytic_profile(graph, B).work()
+    hg = build_hypergraph(graph, work, batch_size=B, grain="coarse")
+    parts = np.random.default_rng(0).integers(0, 2, hg.num_vertices)  # every layer's filters spread over both
+    pl = Placement.from_vertex_parts(graph, hg, parts, k=2, method="random", work=work)
+    pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0)
+    assert any(len(np.unique(pl.channel_parts()[ly.name])) > 1 for ly in pl.graph.layers)
+    assert plan_stages(pm.placed) is None
+
+
+@pytest.mark.parametrize("model", ["minivgg", "resnet18"])  # minires has Dropout: other random masks
+def test_one_batch_at_a_time_the_stages_train_as_the_whole_step_function(model: str) -> None:
+    pl = _placement(model)
+    w_stages, loss_stages, pm = _fit(pl, "stages", 1, 6)
+    assert pm._staged is not None and pm._staged[1] is not None  # the stages ran
+    w_graph, loss_graph, pm2 = _fit(pl, "graph", 1, 6)
+    assert pm2._staged is not None and pm2._staged[1] is None
+    np.testing.assert_allclose(loss_stages, loss_graph, rtol=1e-5, atol=1e-6)
+    for layer, ws in w_graph.items():
+        for name, w in ws.items():
+            np.testing.assert_allclose(w_stages[layer][name], w, rtol=1e-4, atol=1e-5, err_msg=f"{layer}/{name}")
+
+
+@pytest.mark.parametrize("model", ["minivgg", "resnet18"])
+def test_sync_micro_batches_through_the_stages_train_as_the_whole_step_function(model: str) -> None:
+    """Four micro-batches per step, each stage applying the mean gradient once per step: the whole-step
+    function's sync mode (BatchNorm statistics per micro-batch in both)."""
+    pl = _placement(model)
+    w_stages, loss_stages, pm = _fit(pl, "stages", 4, 5, mode="sync")
+    assert pm._staged is not None and pm._staged[1] is not None
+    w_graph, loss_graph, _ = _fit(pl, "graph", 4, 5, mode="sync")
+    np.testing.assert_allclose(loss_stages, loss_graph, rtol=1e-5, atol=1e-6)
+    for layer, ws in w_graph.items():
+        for name, w in ws.items():
+            np.testing.assert_allclose(w_stages[layer][name], w, rtol=1e-4, atol=1e-5, err_msg=f"{layer}/{name}")
+
+
+def test_two_in_flight_make_one_update_per_batch_and_learn() -> None:
+    pl = _placement("minivgg")
+    _, losses, pm = _fit(pl, "stages", 2, 24)
+    assert len(losses) == 24
+    counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
+    assert counters == [24.0] * len(counters)
+    assert np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.3
+
+
+def test_an_unknown_pipeline_is_refused_before_the_devices_open() -> None:
+    with pytest.raises(BadOptionError, match="pipeline"):
+        PartitionedModel.from_placement(_placement("minivgg"), devices="local", pipeline="fast")
