@@ -46,7 +46,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 MODELS = {"minivgg": (32, 32, 3), "minires": (32, 32, 3), "vgg16": (64, 64, 3), "vgg16_112": (112, 112, 3)}
 PLACEMENTS_K2 = ("layerwise", "coarse", "fine")
-MODES = ("async", "sync")
+MODES = ("async", "async-graph", "sync")
 
 
 def zoo_name(model: str) -> str:
@@ -92,24 +92,32 @@ def keras_child(args: argparse.Namespace) -> None:
         print("ROW " + json.dumps(row), flush=True)
 
 
-def make_placements(model: str, folder: Path, batch_size: int, seed: int) -> dict[str, str]:
-    """K=1 and the three K=2 placements of ``model``, written to ``folder``; name -> path."""
+def make_placements(model: str, folder: Path, batch_size: int, seed: int, *, profiles: str = "",
+                    placements: tuple[str, ...] = PLACEMENTS_K2) -> tuple[dict[str, str], str]:
+    """K=1 and the K=2 placements of ``model``, written to ``folder``: (name -> path, the profile used).
+
+    The vertex weights are the one-core profile ``<profiles>/<model>_<input>_b<B>_c1.json`` (measured as a pinned
+    one-core worker runs, ``hgpart profile --cores 1``) when it exists, else FLOP counts."""
     import numpy as np
 
     from hgpart.hypergraph import build_hypergraph
     from hgpart.models import load_graph
     from hgpart.partitioners import partition
     from hgpart.placement import Placement
-    from hgpart.profile import analytic_profile
+    from hgpart.profile import Profile, analytic_profile, default_profile_path
 
     graph = load_graph(zoo_name(model), MODELS[model], 10)
-    work = analytic_profile(graph, batch_size).work()
+    measured = default_profile_path(graph, batch_size, profiles, cores=1) if profiles else None
+    if measured is not None and measured.exists():
+        work, used = Profile.load(measured).work(), str(measured)
+    else:
+        work, used = analytic_profile(graph, batch_size).work(), "analytic"
     out: dict[str, str] = {}
     hg = build_hypergraph(graph, work, batch_size=batch_size, grain="coarse")
     one = Placement.from_vertex_parts(graph, hg, np.zeros(hg.num_vertices, dtype=np.int64), k=1, method="single",
                                       work=work)
     out["single"] = str(one.save(folder / f"{model}_single_k1.json"))
-    for name in PLACEMENTS_K2:
+    for name in placements:
         grain = "fine" if name == "fine" else "coarse"
         hg = build_hypergraph(graph, work, batch_size=batch_size, grain=grain)
         backend = "layerwise" if name == "layerwise" else "mtkahypar"
@@ -117,7 +125,7 @@ def make_placements(model: str, folder: Path, batch_size: int, seed: int) -> dic
         method = "layerwise" if name == "layerwise" else "hypergraph"
         pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method=method, work=work)
         out[name] = str(pl.save(folder / f"{model}_{name}_k2.json"))
-    return out
+    return out, used
 
 
 def child(args: argparse.Namespace) -> None:
@@ -131,17 +139,21 @@ def child(args: argparse.Namespace) -> None:
     with open_local(k, inter_op=max(4, 2 * k), cores=cores, start_timeout=180) as ds:
         info = [{"pid": w.pid, "cores": w.cores} for w in worker_info(ds)]
         for job in jobs:
-            for mode in MODES:
+            for mode in args.modes.split(","):
                 ips: list[float] = []
                 res = None
                 l0 = load()
+                inflight = args.sync_micro if mode == "sync" else args.inflight
+                pipeline = "graph" if mode == "async-graph" else "auto"
                 for _ in range(args.repeats):
-                    res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps, mode=mode,
-                                dataset="synthetic", inflight=2, seed=0)
+                    res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps,
+                                mode=mode.split("-")[0], dataset="synthetic", inflight=inflight, seed=0,
+                                pipeline=pipeline)
                     ips.append(res.images_per_s)
                 assert res is not None
                 t = res.traffic.check(res.predicted_fwd_bytes) if res.traffic is not None else {}
                 row = {"model": job["model"], "placement": job["name"], "k": k, "mode": mode, "ips": ips,
+                       "inflight": inflight, "profile": job.get("profile", ""),
                        "median": statistics.median(ips), "workers": info,
                        "measured_bytes": t.get("model"),
                        "predicted_bytes": (t["predicted_forward"] + t["predicted_backward"]) if t else None,
@@ -154,7 +166,8 @@ def run_child(k: int, jobs: Any, args: argparse.Namespace) -> list[dict[str, Any
     """Child ``k`` (K workers; -1 = plain Keras fit) in its own process; its ROW lines."""
     cmd = [sys.executable, __file__, "--child", str(k), "--jobs", json.dumps(jobs), "--steps", str(args.steps),
            "--repeats", str(args.repeats), "--batch-size", str(args.batch_size),
-           "--baseline-cores", str(args.baseline_cores)]
+           "--baseline-cores", str(args.baseline_cores), "--modes", args.modes, "--inflight", str(args.inflight),
+           "--sync-micro", str(args.sync_micro)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
@@ -191,7 +204,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
                       " ".join(f"{v:.0f}" for v in r["ips"]), ratio, eff, meas, pred, x2, err, ld)
     Console(width=160).print(table)
     for model in sorted({r["model"] for r in rows}):
-        for mode in MODES:
+        for mode in args.modes.split(","):
             k2 = {r["placement"]: r["median"] for r in rows if r["model"] == model and r["mode"] == mode
                   and r["k"] == 2}
             if k2:
@@ -213,6 +226,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--out", default="benchmarks/results/runtime_throughput")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="async (pipeline auto: stages where they apply), async-graph (one function per step), sync")
+    ap.add_argument("--inflight", type=int, default=2, help="batches in flight in async modes")
+    ap.add_argument("--sync-micro", type=int, default=2, help="micro-batches per step in sync mode")
+    ap.add_argument("--profiles", default="profiles",
+                    help="folder of one-core profiles (<model>_<input>_b<B>_c1.json); '' = FLOP counts")
+    ap.add_argument("--placements", default=",".join(PLACEMENTS_K2))
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--jobs", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -232,10 +252,12 @@ def main() -> None:
     load_start = [round(v, 2) for v in os.getloadavg()]
     jobs1: list[dict[str, str]] = []
     jobs2: list[dict[str, str]] = []
+    names = tuple(n for n in args.placements.split(",") if n)
     for m in models:
-        paths = make_placements(m, out, args.batch_size, args.seed)
-        jobs1.append({"model": m, "name": "single", "path": paths["single"]})
-        jobs2.extend({"model": m, "name": n, "path": paths[n]} for n in PLACEMENTS_K2)
+        paths, used = make_placements(m, out, args.batch_size, args.seed, profiles=args.profiles, placements=names)
+        print(f"{m}: vertex weights from {used}", flush=True)
+        jobs1.append({"model": m, "name": "single", "path": paths["single"], "profile": used})
+        jobs2.extend({"model": m, "name": n, "path": paths[n], "profile": used} for n in names)
     print(f"placements written to {out} ({time.perf_counter() - t0:.0f} s)", flush=True)
     rows = run_child(1, jobs1, args) + run_child(2, jobs2, args) + run_child(-1, models, args)
     if not rows:

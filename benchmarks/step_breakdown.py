@@ -36,7 +36,7 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-MODELS = {"minivgg": (32, 32, 3), "vgg16": (64, 64, 3)}
+MODELS = {"minivgg": (32, 32, 3), "vgg16": (64, 64, 3), "minires": (32, 32, 3)}
 CAUSES = ("conv/matmul", "channel plumbing", "elementwise/pool/bn", "send/recv", "optimizer", "other")
 _COMPUTE = ("Conv2D", "MatMul", "DepthwiseConv", "_FusedConv2D", "_FusedMatMul", "BiasAddGrad")
 _PLUMBING = ("GatherV2", "ConcatV2", "Slice", "StridedSlice", "Split", "SplitV", "Identity", "Pack", "Unpack",
@@ -70,14 +70,17 @@ def load() -> float:
 
 
 def make_placement(model: str, folder: Path, batch_size: int, seed: int) -> str:
+    """The coarse K=2 placement, weighted by the model's one-core profile (``profiles/..._c1.json``) when it exists,
+    else by FLOP counts (as ``benchmarks/runtime_throughput.py`` does)."""
     from hgpart.hypergraph import build_hypergraph
     from hgpart.models import load_graph
     from hgpart.partitioners import partition
     from hgpart.placement import Placement
-    from hgpart.profile import analytic_profile
+    from hgpart.profile import Profile, analytic_profile, default_profile_path
 
     graph = load_graph(model, MODELS[model], 10)
-    work = analytic_profile(graph, batch_size).work()
+    measured = default_profile_path(graph, batch_size, "profiles", cores=1)
+    work = Profile.load(measured).work() if measured.exists() else analytic_profile(graph, batch_size).work()
     hg = build_hypergraph(graph, work, batch_size=batch_size, grain="coarse")
     res = partition(hg, k=2, backend="mtkahypar", epsilon=0.05, seed=seed)
     pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method="hypergraph", work=work)
@@ -124,28 +127,51 @@ def _by_cause(trace_path: str) -> dict[str, Any]:
     return out
 
 
-def child(model: str, path: str, args: argparse.Namespace) -> dict[str, Any]:
-    from hgpart.runtime.cluster import guarded, open_local
-    from hgpart.runtime.devtrace import capture_device_trace
-    from hgpart.runtime.step import restoring
-    from hgpart.runtime.train import _build_step, check_settings, load_dataset, run_pipeline
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (from /proc)."""
+    f = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
-    from hgpart.placement import load_placement
+
+def _busy(pids: list[int], fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``_timed`` plus each worker's CPU seconds over the wall time (its core's busy fraction)."""
+    c0 = [_cpu_s(p) for p in pids]
+    r = _timed(fn, *args, **kwargs)
+    r["worker_busy"] = [round((_cpu_s(p) - c) / r["wall_s"], 3) for p, c in zip(pids, c0, strict=True)]
+    return r
+
+
+def child(model: str, path: str, args: argparse.Namespace) -> dict[str, Any]:
+    from hgpart.runtime.api import PartitionedModel
+    from hgpart.runtime.cluster import guarded, open_local, worker_info
+    from hgpart.runtime.devtrace import capture_device_trace
+    from hgpart.runtime.pipeline import shuffled_batches
+    from hgpart.runtime.stagepipe import run_staged
+    from hgpart.runtime.step import restoring
+    from hgpart.runtime.train import load_dataset, run_pipeline
 
     B = args.batch_size
-    pl = load_placement(path)
     row: dict[str, Any] = {"model": model, "shape": list(MODELS[model]), "batch_size": B, "load_open": load()}
     with open_local(2, inter_op=4, start_timeout=180) as ds:
-        run = check_settings(pl, batch_size=B, steps=args.steps, epochs=None, mode="async", optimizer="adam",
-                             lr=1e-3, dataset="synthetic", inflight=2)
-        x, y = load_dataset("synthetic", tuple(pl.graph.input_shape), 10, n=4 * B, device=ds.host)
-        _, step = guarded(ds, _build_step, pl, ds, None, run)
-        guarded(ds, step.warm_up, x[:B], y[:B])
+        pids = [w.pid for w in worker_info(ds) if w.pid is not None]
+        pm = PartitionedModel.from_placement(path, device_set=ds, inflight=2, pipeline="stages")
+        x, y = load_dataset("synthetic", tuple(pm.placement.graph.input_shape), 10, n=4 * B, device=ds.host)
+        step = pm.train_step(B, "async", 2)
+        staged = pm.staged_step(step)
+        row["stages"] = [{"part": st.part, "layers": len(st.layers)} for st in staged.stages] if staged else None
         with restoring(step.state):  # measurement only: no update is kept
             for name, inflight in (("sequential", 1), ("async", 2)):
-                r = _timed(guarded, ds, run_pipeline, step, x, y, steps=args.steps, batch_size=B, inflight=inflight)
+                r = _busy(pids, guarded, ds, run_pipeline, step, x, y, steps=args.steps, batch_size=B,
+                          inflight=inflight)
                 row[name] = {k: (v / args.steps if k.endswith("_s") else v) for k, v in r.items()}
                 row[name]["images_per_s"] = B / row[name]["wall_s"]
+            if staged is not None:
+                task = shuffled_batches(x, y, batch_size=B, seed=0)
+                for name, window in (("stages_1", 1), ("stages_2", 2), ("stages_3", 3)):
+                    r = _busy(pids, guarded, ds, run_staged, staged, args.steps, task, images_per_task=B,
+                              window=window)
+                    row[name] = {k: (v / args.steps if k.endswith("_s") else v) for k, v in r.items()}
+                    row[name]["images_per_s"] = B / row[name]["wall_s"]
             row["feed_s"] = _feed_s(ds, x[:B])
             folder = Path(args.out) / f"trace_{model}"
             l0 = load()
@@ -164,11 +190,21 @@ def report(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         s, a, t = r["sequential"], r["async"], r["trace"]
         lines += [f"## {r['model']} {'x'.join(map(str, r['shape']))}", "",
-                  f"- sequential (1 in flight): {1000 * s['wall_s']:.1f} ms/step, client CPU "
-                  f"{1000 * s['client_cpu_s']:.1f} ms/step (load {s['load_start']} -> {s['load_end']})",
-                  f"- async (2 in flight): {1000 * a['wall_s']:.1f} ms/step = {a['images_per_s']:.1f} images/s, "
-                  f"client CPU {1000 * a['client_cpu_s']:.1f} ms/step (load {a['load_start']} -> {a['load_end']})",
+                  f"- whole-step function, sequential (1 in flight): {1000 * s['wall_s']:.1f} ms/step, client CPU "
+                  f"{1000 * s['client_cpu_s']:.1f} ms/step, worker busy "
+                  + ", ".join(f"{100 * b:.0f}%" for b in s["worker_busy"])
+                  + f" (load {s['load_start']} -> {s['load_end']})",
+                  f"- whole-step function, 2 in flight: {1000 * a['wall_s']:.1f} ms/step = {a['images_per_s']:.1f} "
+                  f"images/s, client CPU {1000 * a['client_cpu_s']:.1f} ms/step, worker busy "
+                  + ", ".join(f"{100 * b:.0f}%" for b in a["worker_busy"])
+                  + f" (load {a['load_start']} -> {a['load_end']})",
                   f"- host feed of one batch to worker 0 (round trip): {1000 * r['feed_s']:.1f} ms",
+                  *[f"- stages, {n[-1]} in flight (1F1B, one function per stage; "
+                    f"{len(r['stages'] or [])} stages): {1000 * r[n]['wall_s']:.1f} ms/step = "
+                    f"{r[n]['images_per_s']:.1f} images/s, worker busy "
+                    + ", ".join(f"{100 * b:.0f}%" for b in r[n]["worker_busy"])
+                    + f" (load {r[n]['load_start']} -> {r[n]['load_end']})"
+                    for n in ("stages_1", "stages_2", "stages_3") if n in r],
                   f"- trace: {t['traced_steps']} async steps in {t['traced_wall_s']:.2f} s = "
                   f"{1000 * t['traced_wall_s'] / t['traced_steps']:.1f} ms/step; busy "
                   + ", ".join(f"part {p} {100 * b:.0f}%" for p, b in enumerate(t["busy"]))
