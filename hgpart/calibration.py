@@ -223,8 +223,11 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
     }
     if cal.profiles is not None:
         device["profiles"] = str(cal.profiles)
-        device["sources"]["profiles"] = ("the source checkout's measured profiles: a model profiled there is "
-                                         "simulated from its profile instead of the FLOP rate")
+        device["profile_cores"] = cal.cores_per_device
+        device["sources"]["profiles"] = (f"the source checkout's measured profiles; a model with one made on "
+                                         f"{cal.cores_per_device} core(s) (`hgpart profile --cores "
+                                         f"{cal.cores_per_device}`, *_c{cal.cores_per_device}.json) is simulated "
+                                         "from it instead of the FLOP rate")
     links: dict[str, Any] = {}
     if cal.link is not None:
         sizes = ", ".join(_bytes(s) for s in cal.link.sizes)

@@ -75,6 +75,7 @@ class DeviceSpec:
     peak_flops: float | None = None  # FLOP/s
     efficiency: float | None = None
     profiles: Path | None = None  # folder of measured profiles of this device kind
+    profile_cores: int | None = None  # only profiles measured with this many cores describe it (None: any)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -226,6 +227,7 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                         memory_bandwidth=float(dev["memory_bandwidth_GBps"]) * 1e9,
                         peak_flops=float(dev["peak_TFLOPs"]) * 1e12 if has_peak else None,
                         efficiency=float(dev["efficiency"]) if has_peak else None, profiles=profiles,
+                        profile_cores=int(dev["profile_cores"]) if "profile_cores" in dev else None,
                         sources=dict(dev.get("sources", {})))
     links = d["links"]
     intra = _link(links.get("intra_node"), PortOwner.DEVICE)

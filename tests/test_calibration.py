@@ -3,6 +3,7 @@ a cluster file the simulator accepts, bad outputs and a missing calibration are 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -129,3 +130,22 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
                                           work=unit_work(graph)).save(tmp_path / "toy.json")
     code, stdout, err = _cli(["simulate", "-p", str(pl_path), "-c", "this-machine"], capsys)
     assert code == 0 and "img/s" in stdout and "this-machine" in stdout, err
+
+
+def test_profile_cores_picks_the_profiles_of_the_worker_kind(tmp_path: Path) -> None:
+    from hgpart.profile import LayerCost, Profile, ProfileSetup
+    from hgpart.simulate.costs import layer_times
+
+    graph = toy_network()
+    for cores, ms in ((1, 2.0), (2, 1.0)):  # the whole machine is faster: it must not stand for a one-core worker
+        costs = [LayerCost(layer.name, ms, 2 * ms, layer.flops, layer.params, 0) for layer in graph.layers]
+        Profile(graph.name, graph.input_shape, 8, "measured", graph.fingerprint(), costs,
+                recorded_setup=ProfileSetup(cores=cores, pinned=cores == 1)).save(tmp_path / f"p_c{cores}.json")
+    doc = cluster_document(dataclasses.replace(_calibration(None, devices=1), profiles=tmp_path))
+    assert (doc["device"]["profiles"], doc["device"]["profile_cores"]) == (str(tmp_path), 1)
+    device = cluster_from_dict(doc).device
+    assert layer_times(graph, device, batch=8).forward["conv1"] == pytest.approx(2e-3)
+    doc["device"]["profile_cores"] = 4  # no profile of a 4-core worker: the measured FLOP rate
+    times = layer_times(graph, cluster_from_dict(doc).device, batch=8)
+    assert "FLOPs" in times.source and times.forward["conv1"] == pytest.approx(
+        graph.layer("conv1").flops * 8 / 40e9)

@@ -101,5 +101,6 @@ def print_calibration(con: Console, cal: Calibration) -> None:
                     f"worker 0 -> worker 1, {len(lk.sizes)} sizes {lk.sizes[0]} .. {lk.sizes[-1]} B, "
                     f"{cal.link_repeats} copies each")
         tab.add_row("link latency", f"{lk.latency * 1e6:.1f} us", "intercept of the least squares fit")
-    tab.add_row("profiles", str(cal.profiles) if cal.profiles else "-", "measured profiles used when a model has one")
+    tab.add_row("profiles", str(cal.profiles) if cal.profiles else "-",
+                f"profiles made on {cal.cores_per_device} core(s) replace the FLOP rate for their models")
     con.print(tab)
