@@ -185,7 +185,7 @@ def load_cluster(name_or_path: str | Path) -> Cluster:
         if not mine.is_file():
             raise BadOptionError(f"no calibration of this machine at {str(mine)!r}: run `hgpart calibrate` first",
                                  where="--cluster", option="--cluster", value=text,
-                                 fix=f"`hgpart calibrate` measures it (about a minute), or use one of "
+                                 fix=f"`hgpart calibrate` measures it and writes that file, or use one of "
                                      f"{', '.join(PRESETS)}")
         return cluster_from_dict(read_json(mine, what="cluster file"), where=str(mine), base=mine.parent)
     preset = preset_path(text)
