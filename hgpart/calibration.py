@@ -41,7 +41,7 @@ __all__ = ["LINK_SIZES", "QUICK_LINK_SIZES", "Calibration", "ComputeRate", "Link
 #: bytes per copy of the link benchmark: 4 KiB .. 32 MiB, a factor 4 apart (the full calibration)
 LINK_SIZES = tuple(4096 * 4**i for i in range(7)) + (2**25,)
 #: the --quick sizes: fewer and smaller
-QUICK_LINK_SIZES = (4096, 2**16, 2**20, 2**22)
+QUICK_LINK_SIZES = (4096, 2**16, 2**20, 2**23)
 #: layer kinds whose FLOP rate stands for the device's (the bulk of a CNN's work)
 RATE_KINDS = ("conv2d", "dense")
 
