@@ -88,6 +88,7 @@ class ComputeRate:
     batch_size: int
     clock: str
     seconds: float  # forward + backward seconds of one batch through the counted layers
+    cpu_model: str = "unknown CPU"
 
 
 def _benchmark_model(quick: bool) -> Any:
@@ -136,7 +137,8 @@ def compute_rate(*, cores: int, quick: bool, batch_size: int = 32) -> ComputeRat
     if not (seconds > 0 and math.isfinite(flops / seconds)):
         raise HgpartError("the benchmark layers took no measurable time", where="compute benchmark",
                           fix="run `hgpart calibrate` again without --quick")
-    return ComputeRate(flops / seconds, tuple(names), batch_size, clock.value, seconds)
+    return ComputeRate(flops / seconds, tuple(names), batch_size, clock.value, seconds,
+                       str(prof.machine.get("cpu_model") or "unknown CPU"))
 
 
 def machine_memory_bytes() -> int:
@@ -187,7 +189,6 @@ class Calibration:
     cores_per_device: int
     devices: int
     usable_cores: int
-    cpu_model: str
     compute: ComputeRate
     memory_bytes: int
     memory_bandwidth: float
@@ -202,7 +203,7 @@ class Calibration:
 def cluster_document(cal: Calibration) -> dict[str, Any]:
     """The ``hgpart.cluster/1`` document of a calibration, checked by :func:`hgpart.cluster.cluster_from_dict`."""
     by = f"measured by `hgpart calibrate{' --quick' if cal.quick else ''}` on {cal.date}"
-    worker = f"{cal.cores_per_device}-core pinned local worker ({cal.cpu_model})"
+    worker = f"{cal.cores_per_device}-core pinned local worker ({cal.compute.cpu_model})"
     c = cal.compute
     device: dict[str, Any] = {
         "kind": worker,
@@ -246,7 +247,8 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
         "format": CLUSTER_FORMAT,
         "name": THIS_MACHINE,
         "description": f"This machine as hgpart's local workers use it: {cal.devices} pinned worker(s) of "
-                       f"{cal.cores_per_device} core(s) of its {cal.usable_cores} usable cores ({cal.cpu_model}), "
+                       f"{cal.cores_per_device} core(s) of its {cal.usable_cores} usable cores "
+                       f"({cal.compute.cpu_model}), "
                        "joined by TensorFlow's gRPC on 127.0.0.1.",
         "nodes": 1,
         "devices_per_node": cal.devices,

@@ -55,8 +55,8 @@ def test_a_fit_that_cannot_be_made_is_one_error(sizes: list[int], seconds: list[
 
 
 def _calibration(link: LinkFit | None, devices: int = 2) -> Calibration:
-    rate = ComputeRate(40e9, ("conv (conv2d, 16x16x64)", "fc (dense, 256)"), 32, "process_cpu", 0.5)
-    return Calibration(cores_per_device=1, devices=devices, usable_cores=2, cpu_model="test CPU", compute=rate,
+    rate = ComputeRate(40e9, ("conv (conv2d, 16x16x64)", "fc (dense, 256)"), 32, "process_cpu", 0.5, "test CPU")
+    return Calibration(cores_per_device=1, devices=devices, usable_cores=2, compute=rate,
                        memory_bytes=16 * 2**30, memory_bandwidth=10e9, memory_copy_bytes=2**25, link=link,
                        link_repeats=3, quick=True, profiles=None)
 

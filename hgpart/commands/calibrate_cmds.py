@@ -63,31 +63,19 @@ def calibrate_cmd(
         link = fit_link(sizes, [statistics.median(samples.seconds[s]) for s in sizes])
     else:
         con.print(f"one device of {cores} core(s) fills the {len(usable)} usable cores: no link to measure")
-    cal = Calibration(cores_per_device=cores, devices=devices, usable_cores=len(usable), cpu_model=_cpu_model(),
-                      compute=rate, memory_bytes=machine_memory_bytes(), memory_bandwidth=mem_bw,
-                      memory_copy_bytes=copy_bytes, link=link, link_repeats=repeats, quick=quick,
-                      profiles=repo_profiles())
+    cal = Calibration(cores_per_device=cores, devices=devices, usable_cores=len(usable), compute=rate,
+                      memory_bytes=machine_memory_bytes(), memory_bandwidth=mem_bw, memory_copy_bytes=copy_bytes,
+                      link=link, link_repeats=repeats, quick=quick, profiles=repo_profiles())
     doc = cluster_document(cal)
     write_json(target, doc, what="cluster file")
     print_calibration(con, cal)
     con.print(f"wrote {target}" + ("  (--cluster this-machine reads it)" if out is None else ""), highlight=False)
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
 def print_calibration(con: Console, cal: Calibration) -> None:
     """One row per measured figure: its value and how it was measured."""
     tab = Table("figure", "value", "how", title=f"this machine: {cal.devices} device(s) of {cal.cores_per_device} "
-                f"core(s), {cal.cpu_model}")
+                f"core(s), {cal.compute.cpu_model}")
     c = cal.compute
     tab.add_row("compute rate", f"{c.flops_per_s / 1e9:.2f} GFLOP/s",
                 f"{len(c.layers)} conv/dense layers, batch {c.batch_size}, forward + backward, {c.clock} clock")
