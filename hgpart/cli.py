@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "hgpart.commands.quickstart_cmds",
     "hgpart.commands.sim_cmds",
     "hgpart.commands.plan_cmds",
+    "hgpart.commands.calibrate_cmds",
 ]
 
 #: drops TensorFlow's C++ log lines from file descriptor 2 while :func:`main` runs (off with --verbose)

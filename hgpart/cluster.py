@@ -17,13 +17,16 @@ receiver's in-port of the ``intra_node`` link; a transfer between nodes holds th
 need the same port take turns (see :mod:`hgpart.simulate`).
 
 The JSON Schema is ``hgpart/data/cluster.schema.json``; ``docs/simulator.md`` describes every field. Presets are
-packaged data files ``hgpart/data/cluster_<name>.json``; each figure in them names its source.
+packaged data files ``hgpart/data/cluster_<name>.json``; each figure in them names its source. The ``this-machine``
+preset is the file ``hgpart calibrate`` writes (:func:`this_machine_path`, in the user's configuration folder),
+because only a measurement of the machine at hand can describe it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -33,14 +36,26 @@ from hgpart.errors import BadFileError, BadOptionError
 from hgpart.fileio import read_json
 
 __all__ = ["CLUSTER_FORMAT", "GIB", "PRESETS", "Cluster", "DeviceSpec", "Link", "PortOwner", "Route", "load_cluster",
-           "preset_path", "cluster_schema"]
+           "preset_path", "cluster_schema", "THIS_MACHINE", "this_machine_path"]
 
 CLUSTER_FORMAT = "hgpart.cluster/1"
 DATA = Path(__file__).resolve().parent / "data"
-#: presets shipped as data files; ``this-machine`` needs a calibration this version cannot make yet
+#: presets shipped as data files
 PRESETS = ("thesis-cluster", "8gpu-nvlink")
-NOT_YET = {"this-machine": "no calibration of this machine exists yet (`hgpart calibrate` is not built)"}
+#: the preset measured on the machine at hand by ``hgpart calibrate`` (a file in the user's configuration folder)
+THIS_MACHINE = "this-machine"
 GIB = 2**30
+
+
+def this_machine_path() -> Path:
+    """Where ``hgpart calibrate`` writes, and ``--cluster this-machine`` reads, this machine's cluster file.
+
+    ``$XDG_CONFIG_HOME/hgpart/cluster_this-machine.json``, or ``~/.config/hgpart/...`` when the variable is unset or
+    not an absolute path (the XDG Base Directory rule): a per-user setting, not part of any project folder.
+    """
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
+    return base / "hgpart" / f"cluster_{THIS_MACHINE}.json"
 
 
 class PortOwner(Enum):
@@ -60,6 +75,7 @@ class DeviceSpec:
     peak_flops: float | None = None  # FLOP/s
     efficiency: float | None = None
     profiles: Path | None = None  # folder of measured profiles of this device kind
+    profile_cores: int | None = None  # only profiles measured with this many cores describe it (None: any)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -161,18 +177,24 @@ def preset_path(name: str) -> Path | None:
 
 
 def load_cluster(name_or_path: str | Path) -> Cluster:
-    """A preset by name (:data:`PRESETS`) or a cluster file by path; any defect is one :class:`BadFileError`."""
+    """A preset by name (:data:`PRESETS`, :data:`THIS_MACHINE`) or a cluster file by path; any defect is one
+    :class:`BadFileError`."""
     text = str(name_or_path)
-    if text in NOT_YET:
-        raise BadOptionError(f"the {text} preset is not available: {NOT_YET[text]}", where="--cluster",
-                             option="--cluster", value=text,
-                             fix=f"use one of {', '.join(PRESETS)} or write a cluster file (docs/simulator.md)")
-    path = preset_path(text)
-    if path is None:
-        path = Path(text)
+    if text == THIS_MACHINE:
+        mine = this_machine_path()
+        if not mine.is_file():
+            raise BadOptionError(f"no calibration of this machine at {str(mine)!r}: run `hgpart calibrate` first",
+                                 where="--cluster", option="--cluster", value=text,
+                                 fix=f"`hgpart calibrate` measures it and writes that file, or use one of "
+                                     f"{', '.join(PRESETS)}")
+        return cluster_from_dict(read_json(mine, what="cluster file"), where=str(mine), base=mine.parent)
+    preset = preset_path(text)
+    path = preset if preset is not None else Path(text)
+    if preset is None:
         if not path.exists() and path.suffix != ".json" and "/" not in text:
             raise BadOptionError(f"unknown cluster {text!r}", where="--cluster", option="--cluster", value=text,
-                                 fix=f"use a preset ({', '.join(PRESETS)}) or the path of a cluster file")
+                                 fix=f"use a preset ({', '.join((*PRESETS, THIS_MACHINE))}) or the path of a "
+                                     "cluster file")
     return cluster_from_dict(read_json(path, what="cluster file"), where=str(path), base=path.parent)
 
 
@@ -205,6 +227,7 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                         memory_bandwidth=float(dev["memory_bandwidth_GBps"]) * 1e9,
                         peak_flops=float(dev["peak_TFLOPs"]) * 1e12 if has_peak else None,
                         efficiency=float(dev["efficiency"]) if has_peak else None, profiles=profiles,
+                        profile_cores=int(dev["profile_cores"]) if "profile_cores" in dev else None,
                         sources=dict(dev.get("sources", {})))
     links = d["links"]
     intra = _link(links.get("intra_node"), PortOwner.DEVICE)

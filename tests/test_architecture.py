@@ -32,7 +32,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("hypergraph", ("hgpart.hypergraph", "hgpart.memory", "hgpart.metrics", "hgpart.tables")),
     ("partitioners", ("hgpart.partitioners", "hgpart.formats")),
     ("placement", ("hgpart.placement",)),
-    ("simulate", ("hgpart.cluster", "hgpart.simulate")),
+    ("simulate", ("hgpart.cluster", "hgpart.simulate", "hgpart.calibration")),
     ("runtime", ("hgpart.runtime",)),
     ("compare", ("hgpart.compare",)),
     ("commands", ("hgpart.commands", "hgpart.cli")),
@@ -46,6 +46,7 @@ RUNTIME_GATEWAYS = {
     "hgpart.commands.train_cmds",
     "hgpart.commands.quickstart_cmds",
     "hgpart.commands.compare_cmds",  # compare-run opens the devices before TensorFlow starts
+    "hgpart.commands.calibrate_cmds",  # calibrate measures the link between two local workers
 }
 
 

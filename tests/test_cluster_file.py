@@ -68,13 +68,14 @@ def test_a_defect_is_one_line(edit: str, says: str) -> None:
     assert says in line and "\n" not in line and "c.json" in line and err.value.fix
 
 
-def test_files_by_path_and_unknown_names(tmp_path: Path) -> None:
+def test_files_by_path_and_unknown_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no calibration there
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(TOY))
     assert load_cluster(path).name == "toy"
     with pytest.raises(BadOptionError, match="unknown cluster 'dgx9'"):
         load_cluster("dgx9")
-    with pytest.raises(BadOptionError, match="this-machine preset is not available"):
+    with pytest.raises(BadOptionError, match="run `hgpart calibrate` first"):
         load_cluster("this-machine")
     with pytest.raises(HgpartError, match="does not exist"):
         load_cluster(tmp_path / "missing.json")

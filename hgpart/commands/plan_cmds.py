@@ -23,7 +23,8 @@ __all__ = ["plan_cmd", "print_plan"]
 @app.command("plan")
 def plan_cmd(
     model: str = typer.Option(..., "--model", "-m", help="zoo name (vgg16, resnet18, minivgg, ...) or .keras file"),
-    cluster: str = typer.Option(..., "--cluster", "-c", help="preset (thesis-cluster, 8gpu-nvlink) or cluster file"),
+    cluster: str = typer.Option(..., "--cluster", "-c", help="preset (thesis-cluster, 8gpu-nvlink, "
+                                 "this-machine after `hgpart calibrate`) or cluster file"),
     input: str | None = typer.Option(None, "--input", "-i", help="input size: 224 (=224x224x3), 32x32x1, ..."),
     batch_size: int = typer.Option(32, "--batch-size", "-b", help="mini-batch size"),
     max_k: int = typer.Option(8, "--max-k", help="largest K (devices) to consider; K = 2, 4, 8, ..."),

@@ -21,7 +21,8 @@ __all__ = ["simulate_cmd", "print_result"]
 @app.command("simulate")
 def simulate_cmd(
     placement: Path = typer.Option(..., "--placement", "-p", help="placement file (hgpart partition output)"),
-    cluster: str = typer.Option(..., "--cluster", "-c", help="preset (thesis-cluster, 8gpu-nvlink) or cluster file"),
+    cluster: str = typer.Option(..., "--cluster", "-c", help="preset (thesis-cluster, 8gpu-nvlink, "
+                                 "this-machine after `hgpart calibrate`) or cluster file"),
     strategy: str = typer.Option("model", "--strategy", "-s", help="model (the placement's parts) | single | "
                                  "sync-dp | async-dp-1ps | async-dp-dps (on the placement's model)"),
     mode: str = typer.Option("async", "--mode", help="async (batches in flight) | sync (micro-batches)"),

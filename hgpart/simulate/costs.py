@@ -7,10 +7,12 @@ Usage::
     update_seconds(params=1_000_000, device=cluster.device, optimizer="adam")
 
 A device kind with a ``profiles`` folder uses the measured profile of the model (same fingerprint) whose batch size
-is nearest, scaled linearly to the batch asked for. Otherwise the layers' forward FLOP counts are divided by the
-sustained rate (peak x efficiency), and the backward pass costs :data:`hgpart.profile.BACKWARD_FLOP_FACTOR` times
-the forward one (input and weight gradients). An optimizer update is memory-bound: it streams the bytes of
-:data:`UPDATE_BYTES` per parameter through the device's memory bandwidth.
+is nearest, scaled linearly to the batch asked for; with ``profile_cores`` only profiles measured with that many
+cores count (a one-core worker is not described by a profile of the whole machine). Otherwise the layers' forward
+FLOP counts are divided by the sustained rate (peak x efficiency), and the backward pass costs
+:data:`hgpart.profile.BACKWARD_FLOP_FACTOR` times the forward one (input and weight gradients). An optimizer
+update is memory-bound: it streams the bytes of :data:`UPDATE_BYTES` per parameter through the device's memory
+bandwidth.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
     if batch < 1:
         raise BadOptionError(f"batch size {batch} must be >= 1", option="--batch-size", value=batch)
     if device.profiles is not None:
-        prof = _matching_profile(graph, device.profiles, batch)
+        prof = _matching_profile(graph, device.profiles, batch, cores=device.profile_cores)
         if prof is not None:
             scale = batch / prof.batch_size / 1000.0
             return LayerTimes({c.name: c.forward_ms * scale for c in prof.layers},
@@ -67,8 +69,9 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
                       f"FLOPs / ({rate / 1e12:.3g} TFLOP/s = peak x efficiency of {device.kind})")
 
 
-def _matching_profile(graph: LayerGraph, folder: Path, batch: int) -> Profile | None:
-    """The measured profile of ``graph`` in ``folder`` with the batch size nearest ``batch`` (None: none)."""
+def _matching_profile(graph: LayerGraph, folder: Path, batch: int, *, cores: int | None = None) -> Profile | None:
+    """The measured profile of ``graph`` in ``folder`` (made with ``cores`` cores, if given) with the batch size
+    nearest ``batch`` (None: none)."""
     best: Profile | None = None
     for path in sorted(Path(folder).glob("*.json")):
         try:
@@ -76,6 +79,8 @@ def _matching_profile(graph: LayerGraph, folder: Path, batch: int) -> Profile | 
         except HgpartError:
             continue
         if prof.mode != "measured" or prof.fingerprint != graph.fingerprint():
+            continue
+        if cores is not None and prof.setup.cores != cores:
             continue
         if best is None or abs(prof.batch_size - batch) < abs(best.batch_size - batch):
             best = prof

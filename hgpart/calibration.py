@@ -1,0 +1,267 @@
+"""Calibration of ``this-machine``: the micro-benchmarks that describe it and the cluster file made from them.
+
+Usage::
+
+    from hgpart.calibration import compute_rate, fit_link, memory_bandwidth, machine_memory_bytes, cluster_document
+    rate = compute_rate(cores=1, quick=True)            # sustained FLOP/s of conv and dense layers, pinned
+    fit = fit_link(sizes, median_seconds)               # least squares t = latency + bytes / bandwidth
+    doc = cluster_document(Calibration(...))            # a hgpart.cluster/1 dict, validated by cluster_from_dict
+
+What is measured, and why so: the simulator needs a device's compute rate, memory capacity and bandwidth, and the
+link between two devices. ``this-machine`` describes the machine as the runtime's local workers use it: one node,
+one device per pinned worker of ``cores`` cores. The compute rate is the FLOP count of a few representative
+convolution and dense layers over their measured forward and backward time, timed by :mod:`hgpart.profiler` (the
+code ``hgpart profile`` uses) with the process pinned as a worker is; profiling every model would take too long.
+Memory bandwidth is a numpy copy (optimizer updates are memory-bound streams). The link's samples come from
+:mod:`hgpart.runtime.linkbench`; the fit is here so that it can be tested without workers. TensorFlow is imported
+only inside :func:`compute_rate`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hgpart.cluster import CLUSTER_FORMAT, GIB, THIS_MACHINE, cluster_from_dict
+from hgpart.errors import HgpartError
+from hgpart.profile import BACKWARD_FLOP_FACTOR
+
+__all__ = ["LINK_SIZES", "QUICK_LINK_SIZES", "Calibration", "ComputeRate", "LinkFit", "cluster_document",
+           "compute_rate", "fit_link", "machine_memory_bytes", "memory_bandwidth", "repo_profiles"]
+
+#: bytes per copy of the link benchmark: 4 KiB .. 32 MiB, a factor 4 apart (the full calibration)
+LINK_SIZES = tuple(4096 * 4**i for i in range(7)) + (2**25,)
+#: the --quick sizes: fewer and smaller
+QUICK_LINK_SIZES = (4096, 2**16, 2**20, 2**23)
+#: layer kinds whose FLOP rate stands for the device's (the bulk of a CNN's work)
+RATE_KINDS = ("conv2d", "dense")
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    """``t = latency + bytes / bandwidth`` fitted by least squares to the median seconds of each size."""
+
+    latency: float  # s, clipped at 0 (a negative intercept is noise around a latency below the timer's reach)
+    bandwidth: float  # bytes/s
+    sizes: tuple[int, ...]
+    medians: tuple[float, ...]
+    intercept: float  # the fit's raw intercept, before clipping
+
+    def seconds(self, nbytes: float) -> float:
+        return self.latency + float(nbytes) / self.bandwidth
+
+
+def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
+    """Least squares fit of ``seconds = latency + sizes / bandwidth`` (one point per size; at least two sizes)."""
+    x = np.asarray(sizes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if x.shape != t.shape or x.size < 2 or len(set(x.tolist())) < 2:
+        raise HgpartError(f"a link fit needs at least two distinct sizes with one time each (got {x.size} sizes, "
+                          f"{t.size} times)", where="link benchmark")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(x))):
+        raise HgpartError("a link fit got a time that is not finite", where="link benchmark")
+    a = np.column_stack([np.ones_like(x), x])
+    (intercept, slope), *_ = np.linalg.lstsq(a, t, rcond=None)
+    if not slope > 0:
+        raise HgpartError(f"the link times do not grow with the size (slope {slope:.3g} s/byte): the benchmark "
+                          "was too noisy to fit a bandwidth", where="link benchmark",
+                          fix="run `hgpart calibrate` again on a quieter machine, without --quick")
+    return LinkFit(latency=max(float(intercept), 0.0), bandwidth=1.0 / float(slope),
+                   sizes=tuple(int(s) for s in x), medians=tuple(float(v) for v in t), intercept=float(intercept))
+
+
+@dataclass(frozen=True)
+class ComputeRate:
+    """Sustained FLOP/s over the timed layers (forward + backward FLOPs over forward + backward seconds)."""
+
+    flops_per_s: float
+    layers: tuple[str, ...]  # "name (kind, output shape)" of each layer that counts
+    batch_size: int
+    clock: str
+    seconds: float  # forward + backward seconds of one batch through the counted layers
+    cpu_model: str = "unknown CPU"
+
+
+def _benchmark_model(quick: bool) -> Any:
+    """A small CNN whose convolutions and dense layers are of the sizes the zoo's models spend their time in."""
+    import keras
+
+    size = 16 if quick else 32
+    return keras.Sequential([
+        keras.Input((size, size, 32)),
+        keras.layers.Conv2D(64, 3, padding="same", activation="relu", name="conv3x3_32to64"),
+        keras.layers.Conv2D(128, 3, strides=2, padding="same", activation="relu", name="conv3x3_64to128_s2"),
+        keras.layers.Flatten(name="flatten"),
+        keras.layers.Dense(256, activation="relu", name="dense_to256"),
+        keras.layers.Dense(10, name="dense_to10"),
+    ], name="calibration")
+
+
+def compute_rate(*, cores: int, quick: bool, batch_size: int = 32) -> ComputeRate:
+    """Pin this process as a worker of ``cores`` cores is pinned and time the benchmark layers with the profiler.
+
+    Must run before anything else starts TensorFlow in this process (the thread pools are sized here). One core is
+    timed by process CPU time, as ``hgpart profile`` does (load on other cores does not inflate it); several cores
+    by wall time, because CPU time adds up the cores' time.
+    """
+    from hgpart.frontend import layer_graph_from_keras
+    from hgpart.profiler import MeasureOptions, measure_profile, pin_cores
+    from hgpart.timing import Clock
+
+    pin_cores(cores)
+    model = _benchmark_model(quick)
+    graph = layer_graph_from_keras(model, name="calibration")
+    clock = Clock.PROCESS_CPU if cores == 1 else Clock.WALL
+    rounds = (2, 3) if quick else (5, 15)
+    opts = MeasureOptions(clock=clock, min_rounds=rounds[0], max_rounds=rounds[1], warmup=1, whole_step=False)
+    prof = measure_profile(model, graph, batch_size=batch_size, options=opts, progress=False)
+    kinds = {layer.name: layer for layer in graph.layers}
+    flops = seconds = 0.0
+    names = []
+    for cost in prof.layers:
+        layer = kinds[cost.name]
+        if layer.kind not in RATE_KINDS:
+            continue
+        flops += float(layer.flops) * batch_size * (1.0 + BACKWARD_FLOP_FACTOR)
+        seconds += (cost.forward_ms + cost.backward_ms) / 1000.0
+        names.append(f"{layer.name} ({layer.kind}, {'x'.join(map(str, layer.output_shape))})")
+    if not (seconds > 0 and math.isfinite(flops / seconds)):
+        raise HgpartError("the benchmark layers took no measurable time", where="compute benchmark",
+                          fix="run `hgpart calibrate` again without --quick")
+    return ComputeRate(flops / seconds, tuple(names), batch_size, clock.value, seconds,
+                       str(prof.machine.get("cpu_model") or "unknown CPU"))
+
+
+def machine_memory_bytes() -> int:
+    """The machine's RAM in bytes (``MemTotal`` of /proc/meminfo, else the page count times the page size)."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        raise HgpartError("cannot read this machine's memory size", where="/proc/meminfo",
+                          fix="write the cluster file by hand (docs/simulator.md)") from None
+
+
+def memory_bandwidth(*, quick: bool) -> tuple[float, int]:
+    """Bytes/s of a numpy copy (bytes read + bytes written over the median time), and the array's bytes.
+
+    Read and written bytes both count because an optimizer update's bytes (:data:`hgpart.simulate.costs.UPDATE_BYTES`)
+    count reads and writes alike. The array is far larger than any cache.
+    """
+    nbytes = (32 if quick else 128) * 2**20
+    repeats = 3 if quick else 9
+    src = np.ones(nbytes // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # first touch of the destination pages
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - t0)
+    return 2.0 * nbytes / statistics.median(times), nbytes
+
+
+def repo_profiles() -> Path | None:
+    """The source checkout's ``profiles/`` folder (measured profiles, ``*_c1.json`` of one-core workers), if any."""
+    folder = Path(__file__).resolve().parents[1] / "profiles"
+    return folder if folder.is_dir() else None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Everything measured, with how it was measured."""
+
+    cores_per_device: int
+    devices: int
+    usable_cores: int
+    compute: ComputeRate
+    memory_bytes: int
+    memory_bandwidth: float
+    memory_copy_bytes: int
+    link: LinkFit | None
+    link_repeats: int
+    quick: bool
+    profiles: Path | None = None
+    date: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+
+
+def cluster_document(cal: Calibration) -> dict[str, Any]:
+    """The ``hgpart.cluster/1`` document of a calibration, checked by :func:`hgpart.cluster.cluster_from_dict`."""
+    by = f"measured by `hgpart calibrate{' --quick' if cal.quick else ''}` on {cal.date}"
+    worker = f"{cal.cores_per_device}-core pinned local worker ({cal.compute.cpu_model})"
+    c = cal.compute
+    device: dict[str, Any] = {
+        "kind": worker,
+        "peak_TFLOPs": c.flops_per_s / 1e12,
+        "efficiency": 1.0,
+        "memory_GiB": cal.memory_bytes / cal.devices / GIB,
+        "memory_bandwidth_GBps": cal.memory_bandwidth / 1e9,
+        "sources": {
+            "peak_TFLOPs": f"{by}: forward + backward FLOPs (backward = {BACKWARD_FLOP_FACTOR:g} x forward) over "
+                           f"the {c.clock} seconds of {', '.join(c.layers)} at batch {c.batch_size}, timed by "
+                           f"hgpart.profiler pinned to {cal.cores_per_device} core(s) with as many intra-op threads",
+            "efficiency": "1.0: peak_TFLOPs is already the sustained rate measured on training layers",
+            "memory_GiB": f"{by}: MemTotal of /proc/meminfo ({cal.memory_bytes / GIB:.2f} GiB) / {cal.devices} "
+                          "device(s)",
+            "memory_bandwidth_GBps": f"{by}: numpy copy of {cal.memory_copy_bytes // 2**20} MiB, read + written "
+                                     "bytes over the median time",
+        },
+    }
+    if cal.profiles is not None:
+        device["profiles"] = str(cal.profiles)
+        device["profile_cores"] = cal.cores_per_device
+        device["sources"]["profiles"] = (f"the source checkout's measured profiles; a model with one made on "
+                                         f"{cal.cores_per_device} core(s) (`hgpart profile --cores "
+                                         f"{cal.cores_per_device}`, *_c{cal.cores_per_device}.json) is simulated "
+                                         "from it instead of the FLOP rate")
+    links: dict[str, Any] = {}
+    if cal.link is not None:
+        sizes = ", ".join(_bytes(s) for s in cal.link.sizes)
+        how = (f"{by}: eager tf.identity on worker 1 of a tensor on worker 0 (open_local(2)), {cal.link_repeats} "
+               f"copies per size of {sizes}, least squares fit of t = latency + bytes / bandwidth over the "
+               "medians, the client's dispatch cost taken off")
+        links["intra_node"] = {
+            "bandwidth_GBps": cal.link.bandwidth / 1e9,
+            "latency_us": cal.link.latency * 1e6,
+            "port_per": "device",
+            "sources": {"bandwidth_GBps": how, "latency_us": how + (
+                f" (raw intercept {cal.link.intercept * 1e6:.1f} us, clipped at 0)" if cal.link.intercept < 0
+                else "")},
+        }
+    doc = {
+        "format": CLUSTER_FORMAT,
+        "name": THIS_MACHINE,
+        "description": f"This machine as hgpart's local workers use it: {cal.devices} pinned worker(s) of "
+                       f"{cal.cores_per_device} core(s) of its {cal.usable_cores} usable cores "
+                       f"({cal.compute.cpu_model}), "
+                       "joined by TensorFlow's gRPC on 127.0.0.1.",
+        "nodes": 1,
+        "devices_per_node": cal.devices,
+        "device": device,
+        "links": links,
+        "sources": {"calibration": by + (" with fewer repeats (--quick): a rough figure" if cal.quick else "")},
+    }
+    cluster_from_dict(doc, where="calibration")
+    return doc
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"

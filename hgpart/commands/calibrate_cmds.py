@@ -1,0 +1,94 @@
+"""``hgpart calibrate``: measure this machine with micro-benchmarks and write the ``this-machine`` cluster file."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hgpart.calibration import (
+    LINK_SIZES,
+    QUICK_LINK_SIZES,
+    Calibration,
+    LinkFit,
+    cluster_document,
+    compute_rate,
+    fit_link,
+    machine_memory_bytes,
+    memory_bandwidth,
+    repo_profiles,
+)
+from hgpart.cluster import GIB, this_machine_path
+from hgpart.commands import app
+from hgpart.errors import BadOptionError
+from hgpart.fileio import check_outputs, write_json
+
+__all__ = ["calibrate_cmd", "print_calibration"]
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    out: Path | None = typer.Option(None, "--out", "-o", help="cluster file to write (default: "
+                                    "$XDG_CONFIG_HOME/hgpart/cluster_this-machine.json, read by "
+                                    "--cluster this-machine)"),
+    cores: int = typer.Option(1, "--cores", help="cores per device: each device is one pinned local worker of "
+                              "N cores"),
+    quick: bool = typer.Option(False, "--quick", help="fewer repeats and smaller benchmarks (seconds, rough)"),
+) -> None:
+    """Measure compute rate, memory and the link between two local workers; write this machine's cluster file."""
+    target = out if out is not None else this_machine_path()
+    check_outputs(files={"--out": target})
+    usable = sorted(os.sched_getaffinity(0))
+    if cores < 1 or cores > len(usable):
+        raise BadOptionError(f"--cores {cores} is not between 1 and the {len(usable)} usable cores", where="--cores",
+                             option="--cores", value=cores, fix=f"pass --cores between 1 and {len(usable)}")
+    devices = len(usable) // cores
+    con = Console()
+    con.print(f"calibrating {devices} device(s) of {cores} core(s){' (quick)' if quick else ''} ...")
+    mem_bw, copy_bytes = memory_bandwidth(quick=quick)
+    rate = compute_rate(cores=cores, quick=quick)  # pins this process: before TensorFlow starts anything else
+    os.sched_setaffinity(0, set(usable))  # the client of the link benchmark runs unpinned, as in training
+    link: LinkFit | None = None
+    repeats = 3 if quick else 15
+    if devices >= 2:
+        from hgpart.runtime.linkbench import measure_local_link
+
+        samples = measure_local_link(QUICK_LINK_SIZES if quick else LINK_SIZES, repeats=repeats, cores=usable,
+                                     cores_per_worker=cores)
+        sizes = sorted(samples.seconds)
+        link = fit_link(sizes, [statistics.median(samples.seconds[s]) for s in sizes])
+    else:
+        con.print(f"one device of {cores} core(s) fills the {len(usable)} usable cores: no link to measure")
+    cal = Calibration(cores_per_device=cores, devices=devices, usable_cores=len(usable), compute=rate,
+                      memory_bytes=machine_memory_bytes(), memory_bandwidth=mem_bw, memory_copy_bytes=copy_bytes,
+                      link=link, link_repeats=repeats, quick=quick, profiles=repo_profiles())
+    doc = cluster_document(cal)
+    write_json(target, doc, what="cluster file")
+    print_calibration(con, cal)
+    con.print(f"wrote {target}" + ("  (--cluster this-machine reads it)" if out is None else ""), highlight=False)
+
+
+def print_calibration(con: Console, cal: Calibration) -> None:
+    """One row per measured figure: its value and how it was measured."""
+    tab = Table("figure", "value", "how", title=f"this machine: {cal.devices} device(s) of {cal.cores_per_device} "
+                f"core(s), {cal.compute.cpu_model}")
+    c = cal.compute
+    tab.add_row("compute rate", f"{c.flops_per_s / 1e9:.2f} GFLOP/s",
+                f"{len(c.layers)} conv/dense layers, batch {c.batch_size}, forward + backward, {c.clock} clock")
+    tab.add_row("memory per device", f"{cal.memory_bytes / cal.devices / GIB:.2f} GiB",
+                f"{cal.memory_bytes / GIB:.2f} GiB RAM / {cal.devices}")
+    tab.add_row("memory bandwidth", f"{cal.memory_bandwidth / 1e9:.2f} GB/s",
+                f"numpy copy of {cal.memory_copy_bytes // 2**20} MiB (read + write)")
+    if cal.link is not None:
+        lk = cal.link
+        tab.add_row("link bandwidth", f"{lk.bandwidth / 1e9:.3f} GB/s",
+                    f"worker 0 -> worker 1, {len(lk.sizes)} sizes {lk.sizes[0]} .. {lk.sizes[-1]} B, "
+                    f"{cal.link_repeats} copies each")
+        tab.add_row("link latency", f"{lk.latency * 1e6:.1f} us", "intercept of the least squares fit")
+    tab.add_row("profiles", str(cal.profiles) if cal.profiles else "-",
+                f"profiles made on {cal.cores_per_device} core(s) replace the FLOP rate for their models")
+    con.print(tab)

@@ -1,0 +1,151 @@
+"""`hgpart calibrate` and the `this-machine` preset: the link fit recovers known figures, a quick calibration writes
+a cluster file the simulator accepts, bad outputs and a missing calibration are one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hgtoys import toy_network, unit_work
+
+from hgpart.calibration import Calibration, ComputeRate, LinkFit, cluster_document, fit_link
+from hgpart.cli import main
+from hgpart.cluster import THIS_MACHINE, PortOwner, cluster_from_dict, load_cluster, this_machine_path
+from hgpart.errors import BadOptionError, HgpartError
+from hgpart.hypergraph import build_hypergraph
+from hgpart.placement import Placement
+
+SIZES = [4096 * 4**i for i in range(7)] + [2**25]
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_the_least_squares_fit_recovers_a_known_link() -> None:
+    latency, bandwidth = 80e-6, 1.5e9
+    exact = fit_link(SIZES, [latency + s / bandwidth for s in SIZES])
+    assert exact.latency == pytest.approx(latency, rel=1e-6) and exact.bandwidth == pytest.approx(bandwidth, rel=1e-9)
+    assert exact.seconds(2**20) == pytest.approx(latency + 2**20 / bandwidth)
+    rng = np.random.default_rng(0)  # 1 % multiplicative noise: still within a few percent
+    noisy = fit_link(SIZES, [(latency + s / bandwidth) * (1 + 0.01 * rng.standard_normal()) for s in SIZES])
+    assert noisy.bandwidth == pytest.approx(bandwidth, rel=0.03)
+    zero = fit_link(SIZES, [s / bandwidth - 1e-7 for s in SIZES])  # a negative intercept is clipped, and said
+    assert zero.latency == 0.0 and zero.intercept < 0
+
+
+@pytest.mark.parametrize(("sizes", "seconds", "says"), [([4096], [1e-3], "two distinct sizes"),
+                                                        ([4096, 4096], [1e-3, 2e-3], "two distinct sizes"),
+                                                        ([4096, 8192], [2e-3, 1e-3], "do not grow"),
+                                                        ([4096, 8192], [1e-3, math.inf], "not finite")])
+def test_a_fit_that_cannot_be_made_is_one_error(sizes: list[int], seconds: list[float], says: str) -> None:
+    with pytest.raises(HgpartError, match=says) as err:
+        fit_link(sizes, seconds)
+    assert "\n" not in err.value.line()
+
+
+def _calibration(link: LinkFit | None, devices: int = 2) -> Calibration:
+    rate = ComputeRate(40e9, ("conv (conv2d, 16x16x64)", "fc (dense, 256)"), 32, "process_cpu", 0.5, "test CPU")
+    return Calibration(cores_per_device=1, devices=devices, usable_cores=2, compute=rate,
+                       memory_bytes=16 * 2**30, memory_bandwidth=10e9, memory_copy_bytes=2**25, link=link,
+                       link_repeats=3, quick=True, profiles=None)
+
+
+def test_the_document_describes_pinned_workers_and_cites_every_figure() -> None:
+    doc = cluster_document(_calibration(fit_link(SIZES, [50e-6 + s / 2e9 for s in SIZES])))
+    c = cluster_from_dict(doc)
+    assert (c.name, c.nodes, c.devices_per_node) == (THIS_MACHINE, 1, 2)
+    assert c.device.rate_flops == pytest.approx(40e9) and c.device.memory_bytes == pytest.approx(8 * 2**30)
+    assert c.intra is not None and c.intra.bandwidth == pytest.approx(2e9) and c.intra.port_per is PortOwner.DEVICE
+    assert c.intra.latency == pytest.approx(50e-6, rel=1e-6)
+    assert set(doc["device"]["sources"]) >= {"peak_TFLOPs", "efficiency", "memory_GiB", "memory_bandwidth_GBps"}
+    assert "hgpart calibrate" in doc["device"]["sources"]["peak_TFLOPs"] and "fc (dense" in \
+        doc["device"]["sources"]["peak_TFLOPs"]
+    assert "32 MiB" in c.intra.sources["bandwidth_GBps"] and "4 KiB" in c.intra.sources["bandwidth_GBps"]
+    one = cluster_from_dict(cluster_document(_calibration(None, devices=1)))  # one device: no link to describe
+    assert one.devices_per_node == 1 and one.intra is None
+
+
+def test_without_a_calibration_this_machine_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert this_machine_path() == tmp_path / "hgpart" / "cluster_this-machine.json"
+    with pytest.raises(BadOptionError, match="run `hgpart calibrate` first") as err:
+        load_cluster("this-machine")
+    assert "\n" not in err.value.line() and str(tmp_path) in err.value.line()
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/not/used")  # the XDG rule: only an absolute path counts
+    assert this_machine_path() == Path.home() / ".config" / "hgpart" / "cluster_this-machine.json"
+
+
+def test_an_unwritable_out_is_refused_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    before = os.sched_getaffinity(0)
+    for argv, says in ((["--out", str(afile / "c.json")], "is a file, not a folder"),
+                       (["--out", str(tmp_path)], "is a directory"),
+                       (["--out", str(tmp_path / "c.json"), "--cores", "0"], "--cores 0"),
+                       (["--out", str(tmp_path / "c.json"), "--cores", "999"], "--cores 999")):
+        code, out, err = _cli(["calibrate", "--quick", *argv], capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err and says in lines[0], (argv, err)
+        assert "calibrating" not in out
+    assert os.sched_getaffinity(0) == before and not (tmp_path / "c.json").exists()
+
+
+def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cfg" / "hgpart" / "cluster_this-machine.json"
+    # its own process: calibrate pins the process and sizes TensorFlow's pools, which this one has started already
+    run = subprocess.run([sys.executable, "-c", "from hgpart.cli import main; main()", "calibrate", "--quick",
+                          "--out", str(out)], capture_output=True, text=True, timeout=240,
+                         env=dict(os.environ, COLUMNS="200"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "compute rate" in run.stdout and f"wrote {out}" in run.stdout
+    c = load_cluster(out)
+    rate = c.device.rate_flops
+    assert rate is not None and math.isfinite(rate) and rate > 0
+    assert c.name == THIS_MACHINE and c.nodes == 1 and c.device.efficiency == 1.0
+    assert c.devices_per_node == len(os.sched_getaffinity(0))  # one device per core (--cores 1)
+    if c.devices_per_node > 1:
+        assert c.intra is not None and c.intra.bandwidth > 0 and math.isfinite(c.intra.latency)
+    assert not list(out.parent.glob("*.tmp")) and "measured by `hgpart calibrate --quick`" in \
+        json.loads(out.read_text())["sources"]["calibration"]
+    # the preset name finds it in the configuration folder, and `hgpart simulate --cluster this-machine` runs
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    mine = load_cluster("this-machine")
+    assert (mine.path, mine.device, mine.intra) == (str(out), c.device, c.intra)
+    graph = toy_network()
+    hg = build_hypergraph(graph, unit_work(graph), batch_size=8, grain="coarse")  # type: ignore[arg-type]
+    parts = np.arange(hg.num_vertices) % min(2, c.num_devices)
+    pl_path = Placement.from_vertex_parts(graph, hg, parts, k=min(2, c.num_devices), method="test",
+                                          work=unit_work(graph)).save(tmp_path / "toy.json")
+    code, stdout, err = _cli(["simulate", "-p", str(pl_path), "-c", "this-machine"], capsys)
+    assert code == 0 and "img/s" in stdout and "this-machine" in stdout, err
+
+
+def test_profile_cores_picks_the_profiles_of_the_worker_kind(tmp_path: Path) -> None:
+    from hgpart.profile import LayerCost, Profile, ProfileSetup
+    from hgpart.simulate.costs import layer_times
+
+    graph = toy_network()
+    for cores, ms in ((1, 2.0), (2, 1.0)):  # the whole machine is faster: it must not stand for a one-core worker
+        costs = [LayerCost(layer.name, ms, 2 * ms, layer.flops, layer.params, 0) for layer in graph.layers]
+        Profile(graph.name, graph.input_shape, 8, "measured", graph.fingerprint(), costs,
+                recorded_setup=ProfileSetup(cores=cores, pinned=cores == 1)).save(tmp_path / f"p_c{cores}.json")
+    doc = cluster_document(dataclasses.replace(_calibration(None, devices=1), profiles=tmp_path))
+    assert (doc["device"]["profiles"], doc["device"]["profile_cores"]) == (str(tmp_path), 1)
+    device = cluster_from_dict(doc).device
+    assert layer_times(graph, device, batch=8).forward["conv1"] == pytest.approx(2e-3)
+    doc["device"]["profile_cores"] = 4  # no profile of a 4-core worker: the measured FLOP rate
+    times = layer_times(graph, cluster_from_dict(doc).device, batch=8)
+    assert "FLOPs" in times.source and times.forward["conv1"] == pytest.approx(
+        graph.layer("conv1").flops * 8 / 40e9)
