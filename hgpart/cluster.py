@@ -24,8 +24,6 @@ because only a measurement of the machine at hand can describe it.
 
 from __future__ import annotations
 
-import functools
-import json
 import os
 from dataclasses import dataclass, field
 from enum import Enum
@@ -34,6 +32,7 @@ from typing import Any
 
 from hgpart.errors import BadFileError, BadOptionError
 from hgpart.fileio import read_json
+from hgpart.schemas import load_schema, schema_validator
 
 __all__ = ["CLUSTER_FORMAT", "GIB", "PRESETS", "Cluster", "DeviceSpec", "Link", "PortOwner", "Route", "load_cluster",
            "preset_path", "cluster_schema", "THIS_MACHINE", "this_machine_path"]
@@ -157,17 +156,7 @@ class Cluster:
 
 def cluster_schema() -> dict[str, Any]:
     """The JSON Schema shipped in the package (``hgpart/data/cluster.schema.json``)."""
-    return json.loads((DATA / "cluster.schema.json").read_text(encoding="utf-8"))
-
-
-@functools.cache
-def _validator() -> Any:
-    import jsonschema
-
-    sch = cluster_schema()
-    cls = jsonschema.validators.validator_for(sch)
-    cls.check_schema(sch)
-    return cls(sch)
+    return load_schema("cluster")
 
 
 def preset_path(name: str) -> Path | None:
@@ -206,7 +195,7 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
         got = d.get("format") if isinstance(d, dict) else type(d).__name__
         raise BadFileError(f"not an hgpart cluster file (format {got!r})", where=where, path=where,
                            fix=f"expected format {CLUSTER_FORMAT!r}; see docs/simulator.md")
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(d))
+    error = jsonschema.exceptions.best_match(schema_validator("cluster").iter_errors(d))
     if error is not None:
         at = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise BadFileError(f"cluster file is malformed at {at}: {error.message[:160]}", where=where, path=where,

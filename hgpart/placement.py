@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
 import json
 import math
@@ -49,6 +48,7 @@ from hgpart.kinds import Role
 from hgpart.layergraph import LayerGraph
 from hgpart.metrics import PartitionMetrics, partition_metrics
 from hgpart.models import ModelSource
+from hgpart.schemas import load_schema, schema_validator
 
 __all__ = [
     "PLACEMENT_FORMAT",
@@ -119,18 +119,7 @@ def default_placement_path(model: str, grain: str, k: int, method: str = "hyperg
 
 def schema() -> dict[str, Any]:
     """The JSON Schema shipped in the package (``hgpart/data/placement.schema.json``)."""
-    return json.loads((Path(__file__).parent / "data" / "placement.schema.json").read_text())
-
-
-@functools.cache
-def _schema_validator() -> Any:
-    """One validator for the shipped schema: checking the schema itself costs more than checking a file."""
-    import jsonschema
-
-    sch = schema()
-    cls = jsonschema.validators.validator_for(sch)
-    cls.check_schema(sch)
-    return cls(sch)
+    return load_schema("placement")
 
 
 @dataclass
@@ -355,7 +344,7 @@ class Placement:
             raise HgpartError(f"not an hgpart placement file (format {got!r})", where=where,
                               fix=f"expected format {PLACEMENT_FORMAT!r}; make one with `hgpart partition`")
         try:
-            error = jsonschema.exceptions.best_match(_schema_validator().iter_errors(d))
+            error = jsonschema.exceptions.best_match(schema_validator("placement").iter_errors(d))
             if error is not None:
                 raise error
         except jsonschema.ValidationError as exc:
