@@ -159,6 +159,8 @@ def child(model: str, path: str, args: argparse.Namespace) -> dict[str, Any]:
         step = pm.train_step(B, "async", 2)
         staged = pm.staged_step(step)
         row["stages"] = [{"part": st.part, "layers": len(st.layers)} for st in staged.stages] if staged else None
+        m = pm.placement.recompute_metrics()
+        row["predicted_work"] = [float(w) for w in m.part_work]  # the profile's ms per step, by part
         with restoring(step.state):  # measurement only: no update is kept
             for name, inflight in (("sequential", 1), ("async", 2)):
                 r = _busy(pids, guarded, ds, run_pipeline, step, x, y, steps=args.steps, batch_size=B,
@@ -185,8 +187,26 @@ def child(model: str, path: str, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _max_avg(v: list[float]) -> float:
+    return max(v) / (sum(v) / len(v)) if v and sum(v) > 0 else float("nan")
+
+
+def _max_avg_line(r: dict[str, Any]) -> str:
+    """Predicted Max/Avg of per-part work beside the measured Max/Avg of per-worker busy time."""
+    pred = _max_avg(r["predicted_work"])
+    parts = [f"- Max/Avg: predicted {pred:.3f} (work by part " + ", ".join(f"{w:.0f}" for w in r["predicted_work"])
+             + " ms)"]
+    for n in ("sequential", "stages_1", "stages_2"):
+        if n in r:
+            meas = _max_avg(r[n]["worker_busy"])
+            parts.append(f"{n} measured {meas:.3f} ({100 * (meas / pred - 1):+.1f} %)")
+    return "; ".join(parts)
+
+
 def report(rows: list[dict[str, Any]]) -> str:
-    lines = ["# One K=2 step by cause (coarse placement, 2 local workers pinned one core each, batch 32)", ""]
+    lines = ["# One K=2 step by cause (coarse placement, 2 local workers pinned one core each, batch 32)", "",
+             "Worker busy = the worker process's CPU seconds / wall seconds (one pinned core each), read from /proc.",
+             "Max/Avg: predicted = the placement's per-part work (its profile); measured = per-worker CPU seconds.", ""]
     for r in rows:
         s, a, t = r["sequential"], r["async"], r["trace"]
         lines += [f"## {r['model']} {'x'.join(map(str, r['shape']))}", "",
@@ -199,6 +219,7 @@ def report(rows: list[dict[str, Any]]) -> str:
                   + ", ".join(f"{100 * b:.0f}%" for b in a["worker_busy"])
                   + f" (load {a['load_start']} -> {a['load_end']})",
                   f"- host feed of one batch to worker 0 (round trip): {1000 * r['feed_s']:.1f} ms",
+                  _max_avg_line(r),
                   *[f"- stages, {n[-1]} in flight (1F1B, one function per stage; "
                     f"{len(r['stages'] or [])} stages): {1000 * r[n]['wall_s']:.1f} ms/step = "
                     f"{r[n]['images_per_s']:.1f} images/s, worker busy "
