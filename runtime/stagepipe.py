@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.pipeline import StepRecord, Task, raise_first
-from hgpart.runtime.stages import StagedStep
+from hgpart.runtime.stages import Piece, StagedStep
 
 __all__ = ["run_staged"]
 
@@ -38,10 +38,10 @@ class _Batch:
 
     index: int
     start: float
-    inputs: dict[tuple[int, str], Any] = field(default_factory=dict)  # (stage, tensor) -> tensor on its device
+    inputs: dict[tuple[int, Piece], Any] = field(default_factory=dict)  # (stage, piece) -> tensor on its device
     labels: Any = None
     tapes: dict[int, tuple[Any, list[Any], list[Any]]] = field(default_factory=dict)  # stage -> tape, ins, outs
-    grads: dict[tuple[int, str], list[Any]] = field(default_factory=dict)  # (stage, output) -> gradients
+    grads: dict[tuple[int, Piece], list[Any]] = field(default_factory=dict)  # (stage, output) -> gradients
     backwarded: int = 0
     loss: Any = None
     acc: Any = None
@@ -65,7 +65,8 @@ class _Run:
         self.done: queue.Queue[int | None] = queue.Queue()
         self.t0 = time.perf_counter()
         stages = staged.stages
-        self.readers: dict[str, list[int]] = {}
+        self.input_piece: Piece = (staged.input_name, -1)
+        self.readers: dict[Piece, list[int]] = {}
         for s in stages:
             for t in s.inputs:
                 self.readers.setdefault(t, []).append(s.index)
@@ -96,10 +97,10 @@ class _Run:
             del self.step_data[step]
         st = self.st
         b = _Batch(i, time.perf_counter())
-        devs = {s: st.fns[s].device for s in self.readers.get(st.input_name, [])}
+        devs = {s: st.fns[s].device for s in self.readers.get(self.input_piece, [])}
         for s, dev in devs.items():
             with tf.device(dev):
-                b.inputs[(s, st.input_name)] = tf.constant(np.asarray(x, np.float32))
+                b.inputs[(s, self.input_piece)] = tf.constant(np.asarray(x, np.float32))
         loss_stage = next(f for f in st.fns if f.stage.loss)
         with tf.device(loss_stage.device):
             b.labels = tf.constant(np.asarray(y, np.int32))
@@ -139,7 +140,7 @@ class _Run:
             ins = [b.inputs.pop((s, t)) for t in stage.inputs]
             labels = b.labels
         tape, outs = st.forward(s, ins, labels)
-        sent: dict[tuple[int, str], Any] = {}
+        sent: dict[tuple[int, Piece], Any] = {}
         for t, o in zip(stage.outputs, outs, strict=False):
             for r in self.readers[t]:
                 dev = st.fns[r].device
@@ -173,9 +174,9 @@ class _Run:
                 with tf.device(dev):
                     out_grads.append(tf.add_n(g))
         in_grads = st.backward(s, tape, ins, outs, out_grads, micro=self.micro)
-        sent: list[tuple[tuple[int, str], Any]] = []
+        sent: list[tuple[tuple[int, Piece], Any]] = []
         for t, a, g in zip(stage.inputs, ins, in_grads, strict=True):
-            if t == st.input_name:
+            if t == self.input_piece:
                 continue
             p = st.stage_of[t]
             pdev = st.fns[p].device
@@ -210,7 +211,7 @@ class _Run:
 
     def stage_loop(self, s: int) -> None:
         """Stage ``s``'s thread: one forward, one backward (see the module docstring), until every batch is done."""
-        reads_input = self.st.input_name in self.st.stages[s].inputs
+        reads_input = self.input_piece in self.st.stages[s].inputs
         f = bwd = 0
         try:
             while bwd < self.n:

@@ -35,7 +35,7 @@ from hgpart.runtime.step import TrainStep, apply_update
 from hgpart.errors import BadOptionError
 from hgpart.kinds import Role
 
-__all__ = ["PIPELINES", "Stage", "StagedStep", "check_pipeline", "plan_stages"]
+__all__ = ["PIPELINES", "Piece", "Stage", "StagedStep", "check_pipeline", "plan_stages"]
 
 #: how asynchronous steps run (see :meth:`hgpart.runtime.api.PartitionedModel.from_placement`)
 PIPELINES = ("auto", "stages", "graph")
@@ -49,58 +49,103 @@ def check_pipeline(pipeline: str) -> str:
     return pipeline
 
 
+#: a piece: the columns of layer output ``name`` that part ``q`` owns (``(input, -1)``: the whole model input)
+Piece = tuple[str, int]
+
+
 @dataclass(frozen=True)
 class Stage:
-    """A maximal run of consecutive layers (topological order) that all sit on one part."""
+    """A maximal run of consecutive layer pieces (topological order) that all sit on one part."""
 
     index: int
     part: int
-    layers: tuple[str, ...]
-    inputs: tuple[str, ...]  # tensors (layer outputs, or the model input) made elsewhere and read here
-    outputs: tuple[str, ...]  # tensors made here and read by later stages
-    loss: bool  # holds the output layer: computes the loss and the accuracy
+    layers: tuple[str, ...]  # the layers whose piece on ``part`` this stage computes, in order
+    inputs: tuple[Piece, ...]  # pieces made elsewhere (or the model input) that this stage reads
+    outputs: tuple[Piece, ...]  # pieces made here that later stages read
+    loss: bool  # computes the loss and the accuracy (from every piece of the output layer)
 
 
-def _single_part(pm: PlacedModel, name: str) -> int | None:
-    """The one part holding all of layer ``name`` (channels, filters and fine-grain pairs), or None."""
-    layer = pm.graph.layer(name)
-    parts = set(np.unique(pm.owner[name]).tolist())
-    if layer.definition.role is Role.VERTEX:
-        parts |= set(np.unique(pm.filters(layer)).tolist())
-        if pm.fine(layer):
-            parts |= set(np.unique(pm.pl.layer_parts[name]["channels"]).tolist())
-    return parts.pop() if len(parts) == 1 else None
+def _pieceable(pm: PlacedModel, layer: Any) -> bool:
+    """Whether ``layer`` can run as one piece per owning part (else it must sit on one part)."""
+    if len(pm.layout[layer.name]) <= 1:
+        return True
+    return layer.definition.piecewise and not pm.fine(layer)
+
+
+def _deps(pm: PlacedModel, layer: Any, p: int, input_name: str) -> list[Piece]:
+    """The pieces that layer ``layer``'s piece on part ``p`` reads."""
+    out: list[Piece] = []
+    for inp in dict.fromkeys(layer.inputs):
+        if inp == input_name:
+            out.append((inp, -1))
+        elif layer.definition.role is Role.VERTEX:  # its view of the input: the pieces holding needed channels
+            chans = pm.view_channels[(inp, p)]
+            c = len(pm.owner[inp])
+            out += [(inp, q) for q, idx in sorted(pm.layout[inp].items()) if np.isin(idx % c, chans).any()]
+        elif p in pm.layout[inp]:
+            out.append((inp, p))
+    return out
 
 
 def plan_stages(pm: PlacedModel) -> list[Stage] | None:
-    """The placement's stages, or None when some layer is split over parts (then no stage structure exists)."""
+    """The placement's stages, or None when a split layer cannot run piecewise (fine-grain convolutions, layer
+    normalisation), or when a stage would read a piece made by a later stage."""
     graph = pm.graph
-    run: list[tuple[int, list[str]]] = []
+    input_name = next(ly.name for ly in graph.layers if ly.definition.role is Role.INPUT)
+    runs: list[tuple[int, list[str]]] = []
+    where: dict[Piece, int] = {(input_name, -1): -1}
+    deps: dict[Piece, list[Piece]] = {}
     for layer in graph.layers:
         if layer.definition.role is Role.INPUT:
             continue
-        p = _single_part(pm, layer.name)
-        if p is None:
+        if not _pieceable(pm, layer):
             return None
-        if run and run[-1][0] == p:
-            run[-1][1].append(layer.name)
-        else:
-            run.append((p, [layer.name]))
-    stage_of = {name: s for s, (_, names) in enumerate(run) for name in names}
-    readers: dict[str, set[int]] = {}
-    for layer in graph.layers:
-        for t in dict.fromkeys(layer.inputs):
-            s = stage_of.get(layer.name)
-            if s is not None and stage_of.get(t) != s:
-                readers.setdefault(t, set()).add(s)
-    out_name = graph.output_layer.name
+        cur = runs[-1][0] if runs else None
+        for p in sorted(pm.layout[layer.name], key=lambda q: (q != cur, q)):
+            if not runs or runs[-1][0] != p:
+                runs.append((p, []))
+            runs[-1][1].append(layer.name)
+            where[(layer.name, p)] = len(runs) - 1
+            deps[(layer.name, p)] = _deps(pm, layer, p, input_name)
+    out = graph.output_layer.name
+    loss_part = pm.loss_part
+    out_pieces = [(out, q) for q in sorted(pm.layout[out])]
+    if runs[-1][0] != loss_part:
+        runs.append((loss_part, []))
+    last = len(runs) - 1
+    readers: dict[Piece, set[int]] = {}
+    ins: list[dict[Piece, None]] = [{} for _ in runs]
+    for piece, ds in deps.items():
+        s = where[piece]
+        for d in ds:
+            if where[d] > s:
+                return None
+            if where[d] != s:
+                ins[s][d] = None
+                readers.setdefault(d, set()).add(s)
+    for d in out_pieces:
+        if where[d] != last:
+            ins[last][d] = None
+            readers.setdefault(d, set()).add(last)
     stages = []
-    for s, (p, names) in enumerate(run):
-        mine = set(names)
-        ins = tuple(dict.fromkeys(t for n in names for t in graph.layer(n).inputs if t not in mine))
-        outs = tuple(n for n in names if readers.get(n))
-        stages.append(Stage(s, p, tuple(names), ins, outs, out_name in mine))
+    for s, (p, names) in enumerate(runs):
+        outs = tuple(pc for pc in readers if where[pc] == s)
+        stages.append(Stage(s, p, tuple(names), tuple(ins[s]), tuple(sorted(outs)), s == last))
     return stages
+
+
+class _OnePiece(dict):
+    """``PlacedModel.layout`` as a layer being built sees it: its own entry is only the stage's part (so the
+    kind builds that part's piece), every other tensor keeps its full layout (views and positions need it)."""
+
+    current: tuple[str, int] | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        full = super().__getitem__(key)
+        if self.current is not None and key == self.current[0]:
+            p = self.current[1]
+            return {p: full[p]}
+        return full
 
 
 def _channels(pm: PlacedModel) -> dict[str, int]:
@@ -136,7 +181,8 @@ class StagedStep:
         self.batch_size = step.batch_size
         self.input_name = next(ly.name for ly in pm.graph.layers if ly.definition.role is Role.INPUT)
         self._ch = _channels(pm)
-        self.stage_of = {n: st.index for st in stages for n in st.layers}
+        #: the stage making every piece (the model input: none)
+        self.stage_of: dict[Piece, int] = {(n, st.part): st.index for st in stages for n in st.layers}
         # the device's step counter is advanced by its first stage in forward order (its last backward)
         first_on: dict[int, int] = {}
         for st in stages:
@@ -145,7 +191,7 @@ class StagedStep:
         self.fns: list[_StageFns] = []
         for st in stages:
             dev = pm.devices[st.part]
-            pvs = [pv for pv in pm.trainable if pv.layer in set(st.layers)]
+            pvs = [pv for pv in pm.trainable if pv.layer in set(st.layers) and pv.part == st.part]
             slots = [step.slots[index_of[id(pv.var)]] for pv in pvs]
             fwd = tf.function(self._forward_fn(st))
             app = tf.function(self._apply_fn(st, pvs, slots, bump=first_on[st.part] == st.index))
@@ -155,41 +201,52 @@ class StagedStep:
     def _forward_fn(self, st: Stage) -> Any:
         import tensorflow as tf
 
-        pm, ch = self.pm, self._ch
+        pm, ch, p = self.pm, self._ch, st.part
         rt = copy.copy(pm)  # the same model, every part mapped to this stage's device: all ops land there
-        rt.devices = [pm.devices[st.part]] * pm.k
+        rt.devices = [pm.devices[p]] * pm.k
+        layout = _OnePiece(pm.layout)
+        rt.layout = layout
         graph = pm.graph
+        out_name = graph.output_layer.name
+
+        def split(t: str, pieces: dict[int, Any]) -> _Split:
+            return _Split(pieces, {q: pm.layout[t][q] for q in pieces}, ch[t])
 
         def fwd(*args: Any) -> Any:
-            vals: dict[str, _Split] = {}
-            for t, a in zip(st.inputs, args, strict=False):
-                lay = pm.layout[t]
+            have: dict[str, dict[int, Any]] = {}
+            for (t, q), a in zip(st.inputs, args, strict=False):
                 if t == self.input_name:
                     full = np.arange(int(a.shape[-1]))
-                    tensors = {q: a if np.array_equal(idx, full) else tf.gather(a, idx, axis=-1)
-                               for q, idx in lay.items()}
+                    have[t] = {r: a if np.array_equal(idx, full) else tf.gather(a, idx, axis=-1)
+                               for r, idx in pm.layout[t].items()}
                 else:
-                    (q,) = lay.keys()
-                    tensors = {q: a}
-                vals[t] = _Split(tensors, lay, ch[t])
+                    have.setdefault(t, {})[q] = a
             views: dict = {}
             bn: list = []
             with tf.device(rt.devices[0]):
                 for name in st.layers:
                     layer = graph.layer(name)
-                    with tf.name_scope(f"stage{st.index}/{name}"):
-                        tensors = layer.definition.forward(rt, layer, None, vals, views, True, bn, "fwd")
-                    vals[name] = _Split(tensors, pm.layout[name], ch[name])
+                    vertex = layer.definition.role is Role.VERTEX
+                    vals = {inp: split(inp, dict(have.get(inp, {})) if vertex
+                                       else {q: a for q, a in have.get(inp, {}).items() if q == p})
+                            for inp in layer.inputs}
+                    layout.current = (name, p)
+                    try:
+                        with tf.name_scope(f"stage{st.index}/{name}"):
+                            made = layer.definition.forward(rt, layer, None, vals, views, True, bn, "fwd")
+                    finally:
+                        layout.current = None
+                    have.setdefault(name, {})[p] = made[p]
                 for mm, mv, mean, var, mom in bn:
                     mm.var.assign(mm.var * mom + mean * (1.0 - mom))
                     mv.var.assign(mv.var * mom + var * (1.0 - mom))
-                outs = [next(iter(vals[t].tensors.values())) for t in st.outputs]
+                outs = [have[t][q] for t, q in st.outputs]
                 if not st.loss:
                     return outs
                 y = args[len(st.inputs)]
-                o = vals[graph.output_layer.name]
-                logits = next(iter(o.tensors.values()))
-                idx = next(iter(o.index.values()))
+                qs = sorted(pm.layout[out_name])
+                logits = tf.concat([have[out_name][q] for q in qs], axis=-1) if len(qs) > 1 else have[out_name][qs[0]]
+                idx = np.concatenate([pm.layout[out_name][q] for q in qs])
                 if not np.array_equal(idx, np.arange(len(idx))):
                     logits = tf.gather(logits, np.argsort(idx), axis=-1)
                 ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
@@ -219,7 +276,7 @@ class StagedStep:
 
         f = self.fns[s]
         args = [*inputs, labels] if f.stage.loss else inputs
-        watched = [a for t, a in zip(f.stage.inputs, inputs, strict=True) if t != self.input_name]
+        watched = [a for (t, _), a in zip(f.stage.inputs, inputs, strict=True) if t != self.input_name]
         with tf.GradientTape(watch_accessed_variables=True) as tape:
             for a in watched:
                 tape.watch(a)
@@ -245,7 +302,7 @@ class StagedStep:
             if st.loss:
                 targets.append(outs[len(st.outputs)])
                 out_grads.append(tf.constant(1.0 / micro))
-            srcs = [a for t, a in zip(st.inputs, inputs, strict=True) if t != self.input_name]
+            srcs = [a for (t, _), a in zip(st.inputs, inputs, strict=True) if t != self.input_name]
             res = tape.gradient(targets, [*srcs, *f.variables], output_gradients=out_grads)
             var_grads = [g if g is not None else tf.zeros_like(v)
                          for v, g in zip(f.variables, res[len(srcs):], strict=True)]
@@ -259,4 +316,4 @@ class StagedStep:
             else:
                 f.apply(*var_grads)
         it = iter(res[: len(srcs)])
-        return [None if t == self.input_name else next(it) for t in st.inputs]
+        return [None if t == self.input_name else next(it) for t, _ in st.inputs]

@@ -47,31 +47,49 @@ def _fit(pl: Placement, pipeline: str, inflight: int, steps: int,
     return pm.placed.keras_weights(), [r.record.loss for r in sorted(hist.rows, key=lambda r: r.record.step)], pm
 
 
-@pytest.mark.parametrize("model", ["minivgg", "minires"])
-def test_stages_cover_every_layer_once_and_alternate_parts(model: str) -> None:
-    pl = _placement(model)
-    pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0)
-    stages = plan_stages(pm.placed)
-    assert stages is not None and len(stages) >= 2
-    names = [n for s in stages for n in s.layers]
-    assert sorted(names) == sorted(ly.name for ly in pl.graph.layers if ly.kind != "input")
-    assert all(a.part != b.part for a, b in zip(stages, stages[1:], strict=False))
-    assert [s.loss for s in stages].count(True) == 1 and stages[-1].loss
-    made = {n: s.index for s in stages for n in s.layers}
-    for s in stages:  # every input is the model input or made by an earlier stage, which lists it as an output
-        for t in s.inputs:
-            assert t == "input" or (made[t] < s.index and t in stages[made[t]].outputs)
-
-
-def test_a_placement_with_a_split_layer_has_no_stages() -> None:
-    graph = load_graph("minivgg", (16, 16, 3), 10)
+def _random(model: str, grain: str) -> Placement:
+    """Every layer's filters (fine: pairs) spread over both parts at random."""
+    graph = load_graph(model, (16, 16, 3), 10)
     work = analytic_profile(graph, B).work()
-    hg = build_hypergraph(graph, work, batch_size=B, grain="coarse")
-    parts = np.random.default_rng(0).integers(0, 2, hg.num_vertices)  # every layer's filters spread over both
-    pl = Placement.from_vertex_parts(graph, hg, parts, k=2, method="random", work=work)
+    hg = build_hypergraph(graph, work, batch_size=B, grain=grain)
+    parts = np.random.default_rng(0).integers(0, 2, hg.num_vertices)
+    return Placement.from_vertex_parts(graph, hg, parts, k=2, method="random", work=work)
+
+
+@pytest.mark.parametrize("model", ["minivgg", "minires"])
+def test_stages_cover_every_layer_piece_once_and_read_only_earlier_pieces(model: str) -> None:
+    for pl in (_placement(model), _random(model, "coarse")):
+        pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0)
+        stages = plan_stages(pm.placed)
+        assert stages is not None and len(stages) >= 2
+        pieces = [(n, s.part) for s in stages for n in s.layers]
+        assert len(pieces) == len(set(pieces))
+        assert sorted(pieces) == sorted((name, q) for name, lay in pm.placed.layout.items()
+                                        if name != "input" for q in lay)
+        assert all(a.part != b.part for a, b in zip(stages, stages[1:], strict=False))
+        assert [s.loss for s in stages].count(True) == 1 and stages[-1].loss
+        made = {pc: s.index for s in stages for pc in ((n, s.part) for n in s.layers)}
+        for s in stages:  # every input is the model input or made by an earlier stage, which lists it as an output
+            for pc in s.inputs:
+                assert pc == ("input", -1) or (made[pc] < s.index and pc in stages[made[pc]].outputs)
+
+
+def test_a_fine_grain_placement_with_a_split_convolution_has_no_stages() -> None:
+    pl = _random("minivgg", "fine")
     pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0)
-    assert any(len(np.unique(pl.channel_parts()[ly.name])) > 1 for ly in pl.graph.layers)
     assert plan_stages(pm.placed) is None
+
+
+def test_a_placement_splitting_every_layer_trains_through_its_pieces_as_the_whole_step_function() -> None:
+    """Random coarse placement: every layer is cut in two pieces, each stage holds one part's pieces."""
+    pl = _random("minivgg", "coarse")
+    w_stages, loss_stages, pm = _fit(pl, "stages", 1, 4)
+    assert pm._staged is not None and pm._staged[1] is not None
+    w_graph, loss_graph, _ = _fit(pl, "graph", 1, 4)
+    np.testing.assert_allclose(loss_stages, loss_graph, rtol=1e-5, atol=1e-6)
+    for layer, ws in w_graph.items():
+        for name, w in ws.items():
+            np.testing.assert_allclose(w_stages[layer][name], w, rtol=1e-4, atol=1e-5, err_msg=f"{layer}/{name}")
 
 
 #: resnet18 (BatchNorm, residuals crossing stages) is slow: marked; minires has Dropout, whose masks differ

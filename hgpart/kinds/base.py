@@ -168,6 +168,10 @@ class LayerKind:
     front_end_only: ClassVar[bool] = False
     #: the docs' name for what the front end converts to this kind when no Keras class maps to it directly
     doc_label: ClassVar[str] = ""
+    #: coarse grain: each part's share is computed from that part's own input pieces (FUSED, VIEW, CONCAT) or
+    #: its views of the inputs (VERTEX), with no reduction across parts, so a layer split over parts can run as
+    #: one piece per part in separate pipeline stages (``hgpart.runtime.stages``)
+    piecewise: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

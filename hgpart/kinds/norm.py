@@ -22,6 +22,7 @@ __all__ = ["LayerNorm"]
 class LayerNorm(LayerKind):
     name = "layer_norm"
     role = Role.VERTEX
+    piecewise = False  # the statistics of a position are reduced over every part's channels
     keras_classes = ("LayerNormalization",)
     weights = ("gamma", "beta")
     stats_maps = 4
