@@ -47,11 +47,21 @@ class _Batch:
     acc: Any = None
 
 
+def _move(t: Any, device: str) -> Any:
+    """``t`` (on one worker) copied to ``device`` (another): an eager copy between the workers, so each byte
+    crosses the link once, as the placement's volume counts it."""
+    import tensorflow as tf
+
+    with tf.device(device):
+        return tf.identity(t)
+
+
 class _Run:
     def __init__(self, staged: StagedStep, steps: int, task: Task, images: int, window: int, micro: int,
                  on_step: Callable[[StepRecord], None] | None,
-                 on_metrics: Callable[[int, float], None] | None) -> None:
+                 on_metrics: Callable[[int, float], None] | None, events: list | None = None) -> None:
         self.st, self.task, self.images = staged, task, images
+        self.events = events
         self.micro = max(1, micro)
         self.steps, self.n = steps, steps * self.micro  # n: batches through the stages (micro-batches in sync)
         self.window = self.micro if self.micro > 1 else max(1, window)
@@ -131,7 +141,6 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------ the work
     def _forward(self, s: int, i: int) -> None:
-        import tensorflow as tf
 
         st = self.st
         stage = st.stages[s]
@@ -147,8 +156,7 @@ class _Run:
                 if dev == st.fns[s].device:
                     sent[(r, t)] = o
                 else:
-                    with tf.device(dev):
-                        sent[(r, t)] = tf.identity(o)
+                    sent[(r, t)] = _move(o, dev)
         with self.cond:
             b.tapes[s] = (tape, ins, outs)
             b.inputs.update(sent)
@@ -184,8 +192,7 @@ class _Run:
                 with tf.device(dev):
                     g = tf.zeros_like(a)
             if pdev != dev:
-                with tf.device(pdev):
-                    g = tf.identity(g)
+                g = _move(g, pdev)
             sent.append(((p, t), g))
         with self.cond:
             for key, g in sent:
@@ -202,7 +209,7 @@ class _Run:
         if bwd < f and self._ready_bwd(s, bwd):
             return "b"
         # sync: a step's first forward on a stage waits for the stage's update of the step before
-        if f < self.n and f - bwd < self.window and f // self.micro <= bwd // self.micro:
+        if f < self.n and f - bwd < self.window and (self.micro == 1 or f // self.micro <= bwd // self.micro):
             if self._ready_fwd(s, f):
                 return "f"
             if reads_input and self.fed <= f:
@@ -220,6 +227,7 @@ class _Run:
                         self.cond.wait()
                 if action == "stop":
                     return
+                t_a = time.perf_counter()
                 if action == "b":
                     self._backward(s, bwd)
                     bwd += 1
@@ -228,6 +236,10 @@ class _Run:
                     f += 1
                 else:
                     self._feed_next()
+                if self.events is not None and action in ("f", "b"):
+                    with self.cond:
+                        self.events.append((s, action, (bwd if action == "b" else f) - 1, t_a - self.t0,
+                                            time.perf_counter() - self.t0))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             self._fail(exc)
 
@@ -283,7 +295,7 @@ class _Run:
 def run_staged(staged: StagedStep, n_tasks: int, task: Task, *, images_per_task: int, window: int = 1,
                micro: int = 1, on_step: Callable[[StepRecord], None] | None = None,
                on_metrics: Callable[[int, float], None] | None = None,
-               fix: str | None = None) -> list[StepRecord]:
+               fix: str | None = None, events: list | None = None) -> list[StepRecord]:
     """Train ``n_tasks`` steps (``task(i)`` gives step i's batch ``x, y``) through the stages, 1F1B; returns one
     :class:`StepRecord` per step, sorted by finishing time. ``on_metrics`` gets each step's accuracy just before
     ``on_step`` gets its record.
@@ -292,8 +304,11 @@ def run_staged(staged: StagedStep, n_tasks: int, task: Task, *, images_per_task:
     batch is cut into M micro-batches that flow through the stages 1F1B; each stage applies the mean of their
     gradients once, after its last backward of the step, and starts the next step's forwards only then (so every
     step sees the whole previous update, as in the whole-step function's sync mode, without a global barrier).
+
+    ``events``, if given, receives ``(stage, "f" or "b", batch, start_s, end_s)`` for every call a stage's thread
+    made, in order (what ``benchmarks/step_breakdown.py`` and the tests read the schedule from).
     """
-    run = _Run(staged, n_tasks, task, images_per_task, window, micro, on_step, on_metrics)
+    run = _Run(staged, n_tasks, task, images_per_task, window, micro, on_step, on_metrics, events)
     threads = [threading.Thread(target=run.stage_loop, args=(s,), daemon=True, name=f"hgpart-stage{s}")
                for s in range(len(staged.stages))]
     fin = threading.Thread(target=run.finisher, daemon=True, name="hgpart-finish")

@@ -132,6 +132,35 @@ def test_two_in_flight_make_one_update_per_batch_and_learn() -> None:
     assert np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.3
 
 
+@pytest.mark.parametrize("mode,inflight", [("async", 2), ("sync", 2)])
+def test_the_first_stage_runs_ahead_by_the_window_before_its_first_backward(mode: str, inflight: int) -> None:
+    """1F1B: with two in flight (or two micro-batches) the first stage forwards two batches before its first
+    backward, and in sync mode no stage starts a step's forwards before its backward of the step before."""
+    from hgpart.runtime.pipeline import shuffled_batches
+    from hgpart.runtime.stagepipe import run_staged
+
+    pl = _placement("minivgg")
+    pm = PartitionedModel.from_placement(pl, device_set=DS, seed=3, inflight=inflight, pipeline="stages")
+    step = pm.train_step(B, mode, inflight)
+    staged = pm.staged_step(step)
+    assert staged is not None
+    x, y = _data()
+    events: list = []
+    micro = inflight if mode == "sync" else 1
+    run_staged(staged, 3, shuffled_batches(x, y, batch_size=B, seed=0), images_per_task=B, window=inflight,
+               micro=micro, events=events)
+    first = [(a, i) for s, a, i, _, _ in events if s == 0]
+    assert first[:3] == [("f", 0), ("f", 1), ("b", 0)]
+    for s in range(len(staged.stages)):
+        mine = [(a, i) for t, a, i, _, _ in events if t == s]
+        assert sorted(i for a, i in mine if a == "f") == list(range(3 * micro))
+        if mode == "sync":  # forwards of step n+1 only after every backward of step n on this stage
+            for k, (a, i) in enumerate(mine):
+                if a == "f" and i >= micro:
+                    done = {j for b, j in mine[:k] if b == "b"}
+                    assert set(range(i // micro * micro)) <= done
+
+
 def test_an_unknown_pipeline_is_refused_before_the_devices_open() -> None:
     with pytest.raises(BadOptionError, match="pipeline"):
         PartitionedModel.from_placement(_placement("minivgg"), devices="local", pipeline="fast")
