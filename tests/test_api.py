@@ -15,6 +15,7 @@ import pytest
 from hgpart.runtime import api
 from hgpart.runtime.api import PartitionedModel, plan_segments
 from hgpart.runtime.devices import open_devices
+from toydata import band_images
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import build_hypergraph
@@ -36,13 +37,7 @@ def _placement() -> Placement:
 
 
 def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Learnable toy images: the class is the brightest of 10 horizontal bands, plus noise."""
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 10, n).astype(np.int32)
-    x = rng.normal(scale=0.1, size=(n, 16, 16, 3)).astype(np.float32)
-    for i, c in enumerate(y):
-        x[i, c, :, :] += 1.0
-    return x, y
+    return band_images(n)
 
 
 @pytest.fixture(scope="module")

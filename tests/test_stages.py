@@ -9,6 +9,7 @@ import pytest
 from hgpart.runtime.api import PartitionedModel
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.stages import plan_stages
+from toydata import band_images
 
 from hgpart.errors import BadOptionError
 from hgpart.hypergraph import build_hypergraph
@@ -31,12 +32,7 @@ def _placement(model: str, backend: str = "layerwise", grain: str = "coarse") ->
 
 
 def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 10, n).astype(np.int32)
-    x = rng.normal(scale=0.1, size=(n, 16, 16, 3)).astype(np.float32)
-    for i, c in enumerate(y):
-        x[i, c, :, :] += 1.0
-    return x, y
+    return band_images(n)
 
 
 def _fit(pl: Placement, pipeline: str, inflight: int, steps: int,
