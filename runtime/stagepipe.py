@@ -63,7 +63,7 @@ class _Run:
         self.st, self.task, self.images = staged, task, images
         self.events = events
         self.micro = max(1, micro)
-        self.steps, self.n = steps, steps * self.micro  # n: batches through the stages (micro-batches in sync)
+        self.n = steps * self.micro  # batches through the stages (micro-batches in sync)
         self.window = self.micro if self.micro > 1 else max(1, window)
         self.step_data: dict[int, tuple[Any, Any]] = {}
         self.parts: dict[int, list[tuple[float, float, float]]] = {}  # step -> (loss, accuracy, start) so far
@@ -80,16 +80,13 @@ class _Run:
         for s in stages:
             for t in s.inputs:
                 self.readers.setdefault(t, []).append(s.index)
+        #: where a batch's data goes: the devices of the stages reading the model input, and the loss stage's
+        self.input_devices = {s: staged.fns[s].device for s in self.readers.get(self.input_piece, [])}
+        self.label_device = next(f.device for f in staged.fns if f.stage.loss)
         self.fed = 0  # batches whose data has been handed to the stages reading the model input
         self.feed_lock = threading.Lock()  # batches are read one at a time, in order
 
     # -------------------------------------------------------------------------------------------- helpers
-    def _batch(self, i: int) -> _Batch:
-        b = self.batches.get(i)
-        if b is None:
-            b = self.batches[i] = _Batch(i, time.perf_counter())
-        return b
-
     def _feed(self, i: int) -> None:
         """Read batch ``i`` and put its images on every stage device reading them, its labels on the loss's."""
         import tensorflow as tf
@@ -105,14 +102,11 @@ class _Run:
                 del self.step_data[step]
         else:
             del self.step_data[step]
-        st = self.st
         b = _Batch(i, time.perf_counter())
-        devs = {s: st.fns[s].device for s in self.readers.get(self.input_piece, [])}
-        for s, dev in devs.items():
+        for s, dev in self.input_devices.items():
             with tf.device(dev):
                 b.inputs[(s, self.input_piece)] = tf.constant(np.asarray(x, np.float32))
-        loss_stage = next(f for f in st.fns if f.stage.loss)
-        with tf.device(loss_stage.device):
+        with tf.device(self.label_device):
             b.labels = tf.constant(np.asarray(y, np.int32))
         with self.cond:
             old = self.batches.get(i)
@@ -141,7 +135,6 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------ the work
     def _forward(self, s: int, i: int) -> None:
-
         st = self.st
         stage = st.stages[s]
         with self.cond:

@@ -178,7 +178,6 @@ class StagedStep:
         self.step, self.stages = step, stages
         pm = step.pm
         self.pm = pm
-        self.batch_size = step.batch_size
         self.input_name = next(ly.name for ly in pm.graph.layers if ly.definition.role is Role.INPUT)
         self._ch = _channels(pm)
         #: the stage making every piece (the model input: none)
