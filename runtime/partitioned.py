@@ -204,6 +204,11 @@ class PlacedModel:
     # ---------------------------------------------------------------- variables
     def _make_variables(self, keras_model: Any) -> None:
         self.layout = self._layout()
+        #: every layer output's ``_Split.channels`` (position -> channel is ``pos % channels``)
+        self.channels: dict[str, int] = {}
+        for layer in self.graph.layers:
+            self.channels[layer.name] = layer.definition.split_channels(
+                layer, self.channels[layer.inputs[0]] if layer.inputs else 0)
         for layer in self.graph.layers:
             if not layer.definition.weights:
                 continue
@@ -335,10 +340,8 @@ class PlacedModel:
 
     def _layer(self, layer: Layer, x: Any, vals: dict[str, _Split], views: dict, training: bool,
                bn_stats: list | None, scope: str = "fwd") -> _Split:
-        kind = layer.definition
-        tensors = kind.forward(self, layer, x, vals, views, training, bn_stats, scope)
-        in_channels = vals[layer.inputs[0]].channels if layer.inputs else 0
-        return _Split(tensors, self.layout[layer.name], kind.split_channels(layer, in_channels))
+        tensors = layer.definition.forward(self, layer, x, vals, views, training, bn_stats, scope)
+        return _Split(tensors, self.layout[layer.name], self.channels[layer.name])
 
     # ------------------------------------------------------------------- helpers
     def predict(self, x: np.ndarray) -> np.ndarray:

@@ -148,14 +148,6 @@ class _OnePiece(dict):
         return full
 
 
-def _channels(pm: PlacedModel) -> dict[str, int]:
-    """The ``channels`` of every layer's :class:`_Split` (what :meth:`PlacedModel._layer` computes)."""
-    ch: dict[str, int] = {}
-    for layer in pm.graph.layers:
-        ch[layer.name] = layer.definition.split_channels(layer, ch[layer.inputs[0]] if layer.inputs else 0)
-    return ch
-
-
 @dataclass
 class _StageFns:
     """The compiled functions of one stage and the variables it updates."""
@@ -179,7 +171,6 @@ class StagedStep:
         pm = step.pm
         self.pm = pm
         self.input_name = next(ly.name for ly in pm.graph.layers if ly.definition.role is Role.INPUT)
-        self._ch = _channels(pm)
         #: the stage making every piece (the model input: none)
         self.stage_of: dict[Piece, int] = {(n, st.part): st.index for st in stages for n in st.layers}
         # the device's step counter is advanced by its first stage in forward order (its last backward)
@@ -200,7 +191,7 @@ class StagedStep:
     def _forward_fn(self, st: Stage) -> Any:
         import tensorflow as tf
 
-        pm, ch, p = self.pm, self._ch, st.part
+        pm, ch, p = self.pm, self.pm.channels, st.part
         rt = copy.copy(pm)  # the same model, every part mapped to this stage's device: all ops land there
         rt.devices = [pm.devices[p]] * pm.k
         layout = _OnePiece(pm.layout)
