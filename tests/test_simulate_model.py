@@ -4,6 +4,7 @@ model, one part equals one device, sync DP equals ParaDL's closed form, and the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -18,7 +19,7 @@ from hgpart.cluster import Cluster, cluster_from_dict
 from hgpart.hypergraph import build_hypergraph
 from hgpart.memory import placement_memory
 from hgpart.placement import Placement
-from hgpart.simulate import Mode, SimOptions, SimStrategy, simulate
+from hgpart.simulate import Mode, SimOptions, SimPipeline, SimStrategy, simulate
 from hgpart.simulate.costs import layer_times
 from hgpart.simulate.engine import TaskKind
 from hgpart.simulate.paradl import data_parallel_epoch, paradl_inputs
@@ -78,6 +79,19 @@ def test_more_batches_in_flight_never_slow_the_pipeline_and_memory_grows() -> No
     assert [m.total for m in two.memory] == pytest.approx(
         [p.total for p in placement_memory(pl, batch_size=8, inflight=2)])
     assert two.memory[0].activations > one.memory[0].activations
+
+
+def test_the_graph_pipeline_runs_one_batch_at_a_time_whatever_is_queued() -> None:
+    pl = _placement(k=2)
+    cluster = _cluster()
+    one = simulate(pl, cluster, SimOptions(batch_size=8, inflight=1))
+    stages = simulate(pl, cluster, SimOptions(batch_size=8, inflight=2))
+    graph = simulate(pl, cluster, SimOptions(batch_size=8, inflight=2, pipeline=SimPipeline.GRAPH))
+    assert graph.images_per_s == pytest.approx(one.images_per_s, rel=1e-12)
+    assert graph.inflight == 1 and stages.images_per_s > one.images_per_s
+    sync = SimOptions(batch_size=8, inflight=2, mode=Mode.SYNC)  # one function of M micro-batches either way
+    assert simulate(pl, cluster, sync).step_s == simulate(
+        pl, cluster, dataclasses.replace(sync, pipeline=SimPipeline.GRAPH)).step_s
 
 
 def test_sync_data_parallelism_equals_paradl() -> None:

@@ -13,7 +13,7 @@ from hgpart.commands import app
 from hgpart.errors import BadOptionError
 from hgpart.fileio import check_outputs, write_json
 from hgpart.placement import load_placement
-from hgpart.simulate import Mode, SimOptions, SimResult, SimStrategy, simulate
+from hgpart.simulate import Mode, SimOptions, SimPipeline, SimResult, SimStrategy, simulate
 
 __all__ = ["simulate_cmd", "print_result"]
 
@@ -27,6 +27,9 @@ def simulate_cmd(
                                  "sync-dp | async-dp-1ps | async-dp-dps (on the placement's model)"),
     mode: str = typer.Option("async", "--mode", help="async (batches in flight) | sync (micro-batches)"),
     inflight: int = typer.Option(0, "--inflight", help="batches in flight / micro-batches (0 = K)"),
+    pipeline: str = typer.Option("stages", "--pipeline", help="async model parallelism as the runtime runs it: "
+                                 "stages (batches in flight overlap) | graph (one function per step: one batch "
+                                 "on the devices at a time)"),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="mini-batch size (0 = the placement's)"),
     devices: int = typer.Option(0, "--devices", help="data-parallel replicas (0 = the placement's K)"),
     optimizer: str = typer.Option("adam", "--optimizer", help="sgd | momentum | adam"),
@@ -40,7 +43,7 @@ def simulate_cmd(
     opts = SimOptions(batch_size=_at_least(batch_size, 0, "--batch-size"), strategy=SimStrategy.parse(strategy),
                       mode=_mode(mode), inflight=_at_least(inflight, 0, "--inflight"),
                       devices=_at_least(devices, 0, "--devices"), optimizer=optimizer,
-                      images=_at_least(images, 1, "--images"))
+                      images=_at_least(images, 1, "--images"), pipeline=SimPipeline.parse(pipeline))
     res = simulate(load_placement(placement), load_cluster(cluster), opts)
     con = Console()
     print_result(con, res)

@@ -17,7 +17,7 @@ critical path, trace), :mod:`~hgpart.simulate.run` (the entry point) and :mod:`~
 closed-form equations, for comparison). ``docs/simulator.md`` states the model and its limits.
 """
 
-from hgpart.simulate.run import DeviceMemory, SimOptions, SimResult, SimStrategy, simulate
+from hgpart.simulate.run import DeviceMemory, SimOptions, SimPipeline, SimResult, SimStrategy, simulate
 from hgpart.simulate.workloads import Mode
 
-__all__ = ["DeviceMemory", "Mode", "SimOptions", "SimResult", "SimStrategy", "simulate"]
+__all__ = ["DeviceMemory", "Mode", "SimOptions", "SimPipeline", "SimResult", "SimStrategy", "simulate"]

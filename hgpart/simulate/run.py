@@ -50,10 +50,27 @@ from hgpart.simulate.workloads import (
     run_jobs,
 )
 
-__all__ = ["SimStrategy", "SimOptions", "SimResult", "DeviceMemory", "ClusterDevices", "simulate", "TRACE_NAME"]
+__all__ = ["SimPipeline", "SimStrategy", "SimOptions", "SimResult", "DeviceMemory", "ClusterDevices", "simulate", "TRACE_NAME"]
 
 TRACE_NAME = "devices_trace.simulated.json"
 DTYPE_BYTES = 4
+
+
+class SimPipeline(Enum):
+    """How the runtime executes async model parallelism (``hgpart train --pipeline``).
+
+    ``stages``: one function per pipeline stage, so batches in flight overlap on the devices (the simulator's
+    pipeline). ``graph``: one multi-device function per step; TensorFlow runs two calls of it one after the other on
+    the workers (``benchmarks/results/step_breakdown/overlap_probe.txt``), so however many batches are queued,
+    one is on the devices at a time: the parts of one batch still overlap where its dependencies allow.
+    """
+
+    STAGES = "stages"
+    GRAPH = "graph"
+
+    @staticmethod
+    def parse(value: str | SimPipeline, *, where: str = "--pipeline") -> SimPipeline:
+        return parse_enum(SimPipeline, value, what="pipeline", where=where)
 
 
 class SimStrategy(Enum):
@@ -82,6 +99,7 @@ class SimOptions:
     optimizer: str = "adam"
     images: int = 10_240
     jobs: int = 0  # jobs to simulate (0: enough for a steady state)
+    pipeline: SimPipeline = SimPipeline.STAGES  # async model parallelism: overlapping stages or one function
 
 
 @dataclass(frozen=True)
@@ -187,6 +205,8 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
                     ) -> tuple[Workload, list[DeviceMemory], int]:
     k, n = pl.k, opts.inflight or pl.k
     _check(k, cluster, f"a {k}-part placement")
+    if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
+        n = 1  # calls of one multi-device function do not overlap (SimPipeline)
     if opts.mode is Mode.SYNC and batch % n:
         raise BadOptionError(f"batch size {batch} is not divisible into {n} micro-batches", where="--inflight",
                              option="--inflight", value=n, fix="use a batch size divisible by --inflight")
