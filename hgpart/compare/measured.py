@@ -107,6 +107,7 @@ class MeasuredRun:
     device_busy: list[float] = field(default_factory=list)  # per device, in the traced steps; [] if not traced
     trace_path: str = ""  # devices_trace.json of those steps
     trace_note: str = ""  # why there is no trace, or what it covered
+    placement_path: str = ""  # the placement a model-parallel run trained (run_measured's placement_dir given)
     curve: list[CurvePoint] = field(default_factory=list)
     notes: str = ""
 
@@ -188,6 +189,7 @@ class _Compiled:
     node_devices: Callable[[], dict[str, str]] | None = None
     #: runs each distinct step function once and undoes its updates (TrainStep / DataParallel ``warm_up``)
     warm_up: Callable[[np.ndarray, np.ndarray], Any] | None = None
+    placement: Any = None  # model parallelism: the hgpart.placement.Placement trained
 
 
 def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any,
@@ -234,7 +236,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
              f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
              + ("; K batches in flight" if strategy.is_async else "; K micro-batches per step"))
     return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step,
-                     warm_up=step.warm_up)
+                     warm_up=step.warm_up, placement=pl)
 
 
 def machine_info() -> dict[str, Any]:
@@ -268,6 +270,7 @@ class _Session:
     epsilon: float
     evals_per_epoch: int
     trace_dir: Path | None
+    placement_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -392,6 +395,8 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
     _warm_up(c, s.x, s.y)
     run.compile_seconds = time.perf_counter() - t0
     run.comm_bytes_per_step, run.feed_bytes_per_step, run.bytes_source, run.notes = c.comm, c.feed, c.source, c.notes
+    if s.placement_dir is not None and c.placement is not None:
+        run.placement_path = str(c.placement.save(s.placement_dir / f"{strategy.name}_bs{B}.json"))
     _timed(s, c, plan, run, on_steps)
     if s.trace_dir is not None:  # after the timed run and its last evaluation: the curves are not affected
         try:
@@ -492,12 +497,15 @@ def run_measured(
     progress: bool = True,
     console: Any = None,
     trace_dir: str | os.PathLike[str] | None = None,
+    placement_dir: str | os.PathLike[str] | None = None,
 ) -> MeasuredComparison:
     """Train ``model`` under every method at every batch size on ``device_set`` (see the module docstring).
 
     ``steps`` (global steps per run) overrides ``epochs``; ``profile`` is a :class:`hgpart.profile.Profile` used for
     every placement (default: an analytic profile at each batch size). ``trace_dir``: trace each run's devices
-    into ``trace_dir/<method>_bs<B>/`` (module docstring); ``None``: no trace.
+    into ``trace_dir/<method>_bs<B>/`` (module docstring); ``None``: no trace. ``placement_dir``: save each
+    model-parallel run's placement as ``placement_dir/<method>_bs<B>.json`` (``MeasuredRun.placement_path``), so a
+    simulation can replay exactly what was measured.
 
     Raises:
         BadOptionError: an unknown method, a target outside (0, 1], a batch size above the dataset's size.
@@ -524,7 +532,8 @@ def run_measured(
     if steps is not None:
         cmp.epochs = float(np.mean([p.total_steps / p.steps_per_epoch for p in plans]))
     session = _Session(cmp, graph, device_set, OptimizerSpec(optimizer, lr), x, y, (x[ev_idx], y[ev_idx]), profile,
-                       epsilon, evals_per_epoch, Path(trace_dir) if trace_dir is not None else None)
+                       epsilon, evals_per_epoch, Path(trace_dir) if trace_dir is not None else None,
+                       Path(placement_dir) if placement_dir is not None else None)
     bar = _Bar(progress, console, len(plans) * len(strategies))
     try:
         for plan in plans:
