@@ -50,7 +50,8 @@ from hgpart.simulate.workloads import (
     run_jobs,
 )
 
-__all__ = ["SimPipeline", "SimStrategy", "SimOptions", "SimResult", "DeviceMemory", "ClusterDevices", "simulate", "TRACE_NAME"]
+__all__ = ["SimPipeline", "SimStrategy", "SimOptions", "SimResult", "DeviceMemory", "ClusterDevices", "simulate",
+           "TRACE_NAME"]
 
 TRACE_NAME = "devices_trace.simulated.json"
 DTYPE_BYTES = 4
