@@ -1,0 +1,232 @@
+"""Simulator vs measurement: every `hgpart compare-run` strategy on 2 local workers, predicted vs measured images/s.
+
+Run (from the repository root)::
+
+    python benchmarks/simulator_validation.py        # minivgg 32, minires 32 (BS 16/32/64), vgg16 64 (BS 8/16/32)
+    python benchmarks/simulator_validation.py --models minivgg:32:24 --batch-sizes 16,32   # model:input:steps
+    python benchmarks/simulator_validation.py --cluster my_cluster.json --skip-measure     # re-simulate only
+
+What it does, in this order, each step in its own process:
+
+1. ``hgpart calibrate`` into ``OUT/cluster_this-machine.json`` (unless ``--cluster`` names a calibrated file): the
+   compute rate, the link between two pinned local workers and the memory bandwidth, and the one-core profiles in
+   ``profiles/`` (``*_c1.json``) for the models that have one. Nothing else calibrates the simulator; it is never
+   fitted to the runs below.
+2. For every model and batch size, a child process opens 2 local workers (one pinned core each) and runs the
+   measured comparison (:func:`hgpart.compare.measured.run_measured`, as ``hgpart compare-run --devices local``
+   does) for ``steps`` global steps of every strategy that runs on worker processes, keeping each model-parallel
+   run's placement. Images/s = images trained / training wall time (the pipeline fill included, evaluation not).
+3. Every measured run is simulated on the calibrated cluster with the same placement, batch size, mode and
+   batches in flight / micro-batches (K). compare-run trains model parallelism through one whole-step function
+   (``TrainStep``), so the async strategies are simulated with ``pipeline=graph`` (calls do not overlap).
+
+Writes ``OUT/validation.csv`` (``model,strategy,batch_size,measured_ips,predicted_ips,error``...), ``OUT/report.md``
+(median and worst absolute error, per model and per strategy, the load average at the start and end of every
+child), ``OUT/measured/*.json`` (the comparisons), ``OUT/placements/`` and ``OUT/output.txt`` is the printed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+DEFAULT_MODELS = "minivgg:32:30,minires:32:30,vgg16:64:4"
+DEFAULT_BATCHES = {"vgg16": "8,16,32"}
+#: compare-run's strategies that run on local worker processes (MirroredStrategy does not: docs/comparison.md)
+METHODS = ("single", "layerwise-async", "layerwise-sync", "coarse-async", "coarse-sync", "fine-async", "fine-sync",
+           "sync-dp", "async-dp-1ps", "async-dp-dps")
+
+
+def loadavg() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def child(model: str, size: int, batch: int, steps: int, out: Path, methods: list[str], rep: int) -> None:
+    """One model at one batch size on 2 local workers: the measured comparison, placements kept."""
+    from hgpart import quiet
+
+    quiet.quiet_python()  # TensorFlow's retracing warnings (one predict function per strategy) are expected here
+    from hgpart.runtime.devices import open_devices
+
+    ds = open_devices("local", 2, inter_op=4)
+    from hgpart.compare.measured import run_measured
+
+    start = loadavg()
+    cmp = run_measured(model, device_set=ds, input_shape=(size, size, 3), batch_sizes=[batch], steps=steps,
+                       methods=methods, eval_n=64, evals_per_epoch=1, devices_label="local", progress=False,
+                       trace_dir=None, placement_dir=out / "placements" / f"{model}_{size}")
+    d = cmp.to_dict()
+    d["loadavg_start"], d["loadavg_end"] = start, loadavg()
+    path = out / "measured" / (f"{model}_{size}_bs{batch}" + ("" if rep == 0 else f"_r{rep}") + ".json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(d, indent=1))
+
+
+def calibrate(out: Path) -> Path:
+    path = out / "cluster_this-machine.json"
+    cmd = [str(Path(sys.executable).parent / "hgpart"), "calibrate", "--out", str(path)]
+    print("$ hgpart calibrate --out", path, f"# load {loadavg()}", flush=True)
+    subprocess.run(cmd, check=True)
+    return path
+
+
+def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> float:
+    """Predicted images/s of one measured run (see the module docstring, step 3)."""
+    from hgpart.placement import load_placement
+    from hgpart.simulate import Mode, SimOptions, SimPipeline, SimStrategy, simulate
+
+    method, B = run["method"], run["batch_size"]
+    pl = load_placement(placement)
+    if method in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
+        opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k)
+    else:
+        mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
+        opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=SimPipeline.GRAPH)
+    return simulate(pl, cluster, opts).images_per_s
+
+
+def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
+    """One row per (model, strategy, batch size): the median measured images/s over the repeats beside the
+    prediction, simulated from the placement the last repeat saved (every repeat compiles with the same seed)."""
+    from hgpart.cluster import load_cluster
+
+    cluster = load_cluster(str(cluster_path))
+    runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for path in sorted((out / "measured").glob("*.json")):
+        d = json.loads(path.read_text())
+        mp = [r for r in d["runs"] if r.get("placement_path")]
+        if not mp:
+            print(f"{path.name}: no model-parallel run kept a placement; skipped", flush=True)
+            continue
+        for r in d["runs"]:
+            if r["status"] != "ok":
+                print(f"{path.name} {r['method']}: {r['status']} ({r['reason'][:120]})", flush=True)
+                continue
+            key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"])
+            runs.setdefault(key, []).append({**r, "placement": r.get("placement_path") or mp[0]["placement_path"],
+                                             "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})
+    rows = []
+    for (model, method, batch), rs in sorted(runs.items()):
+        pred = simulate_run(rs[0], rs[0]["placement"], cluster, rs[0]["k"])
+        meas = statistics.median(r["images_per_s"] for r in rs)
+        rows.append({"model": model, "strategy": method, "batch_size": batch, "measured_ips": round(meas, 3),
+                     "predicted_ips": round(pred, 3), "error": round(pred / meas - 1.0, 4), "repeats": len(rs),
+                     "measured_min": round(min(r["images_per_s"] for r in rs), 3),
+                     "measured_max": round(max(r["images_per_s"] for r in rs), 3), "steps": rs[0]["steps"],
+                     "load_min": min(r["load"][0] for r in rs), "load_max": max(max(r["load"]) for r in rs)})
+    return rows
+
+
+def single_vs_profile(rows: list[dict[str, Any]]) -> list[str]:
+    """Where the error starts: the measured single-device step beside the one-core profile's own whole-step
+    measurement (``quality.step_ms``, process CPU time, scaled linearly to the batch) and the simulated step."""
+    import glob
+
+    steps = {}
+    for path in glob.glob("profiles/*_c1.json"):
+        d = json.loads(Path(path).read_text())
+        if d.get("quality", {}).get("step_ms"):
+            steps[f"{d['model']}_{d['input_shape'][0]}"] = (d["quality"]["step_ms"], d["batch_size"])
+    out = ["The single device, step by step: measured (wall) against the profile's whole training step (one core, "
+           "CPU time, scaled to the batch) and the simulated step (the sum of the profile's layers plus the update).",
+           "", "| model | B | measured ms/step | profile whole step ms | simulated ms/step | measured / profile |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["strategy"] != "single" or r["model"] not in steps:
+            continue
+        ms, pb = steps[r["model"]]
+        prof = ms * r["batch_size"] / pb
+        meas = 1000 * r["batch_size"] / r["measured_ips"]
+        out.append(f"| {r['model']} | {r['batch_size']} | {meas:.1f} | {prof:.1f} | "
+                   f"{1000 * r['batch_size'] / r['predicted_ips']:.1f} | {meas / prof:.2f} |")
+    return out + [""]
+
+
+def report(rows: list[dict[str, Any]], out: Path, argv: list[str], cluster_path: Path, loads: list[list[float]],
+           calibrated_now: bool) -> str:
+    errs = [abs(r["error"]) for r in rows]
+    lines = ["# Simulator vs measured images/s, 2 local workers (one pinned core each)", "",
+             f"Command: `python benchmarks/simulator_validation.py {' '.join(argv)}`".replace("  ", " "),
+             f"Cluster: `{cluster_path.name}` (`hgpart calibrate`, {'in this run' if calibrated_now else 'given'}); "
+             f"load average at start {loads[0]}, at end {loads[-1]}.", ""]
+    if errs:
+        worst = max(rows, key=lambda r: abs(r["error"]))
+        runs = sum(r["repeats"] for r in rows)
+        lines += [f"**{len(rows)} rows ({runs} runs): median absolute error {100 * statistics.median(errs):.1f} %, "
+                  f"worst "
+                  f"{100 * max(errs):.1f} %** ({worst['model']} {worst['strategy']} B={worst['batch_size']}). "
+                  "Target (issue 16): median <= 15 %, worst <= 30 %.", ""]
+        for key in ("model", "strategy"):
+            lines += [f"| {key} | runs | median abs error | worst | mean signed error |", "|---|---|---|---|---|"]
+            for v in sorted({r[key] for r in rows}):
+                e = [r["error"] for r in rows if r[key] == v]
+                lines.append(f"| {v} | {len(e)} | {100 * statistics.median(map(abs, e)):.1f} % | "
+                             f"{100 * max(map(abs, e)):.1f} % | {100 * statistics.mean(e):+.1f} % |")
+            lines.append("")
+    lines += single_vs_profile(rows)
+    lines += ["| model | strategy | B | measured img/s (median) | min..max | repeats | predicted img/s | error | "
+              "load |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['model']} | {r['strategy']} | {r['batch_size']} | {r['measured_ips']:.1f} | "
+              f"{r['measured_min']:.1f}..{r['measured_max']:.1f} | {r['repeats']} | {r['predicted_ips']:.1f} | "
+              f"{100 * r['error']:+.1f} % | {r['load_min']}..{r['load_max']} |" for r in rows]
+    text = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(text)
+    if rows:
+        with open(out / "validation.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=DEFAULT_MODELS, help="model:input:steps, comma-separated")
+    ap.add_argument("--batch-sizes", default="", help="comma-separated (default 16,32,64; vgg16 8,16,32)")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--cluster", type=Path, default=None, help="a calibrated cluster file (default: calibrate now)")
+    ap.add_argument("--skip-measure", action="store_true", help="simulate the measured/*.json already in --out")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/simulator_validation"))
+    ap.add_argument("--repeats", default="0", help="repeat indices to measure, e.g. 0,1,2 (each a pass over every "
+                    "model and batch size; the report takes the median per row)")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        model, size, batch, steps, rep = args.child.split(":")
+        child(model, int(size), int(batch), int(steps), args.out, args.methods.split(","), int(rep))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    loads = [loadavg()]
+    t0 = time.perf_counter()
+    cluster_path = args.cluster or calibrate(args.out)
+    if not args.skip_measure:
+        for rep in args.repeats.split(","):
+            for spec in args.models.split(","):
+                model, size, steps = spec.split(":")
+                batches = args.batch_sizes or DEFAULT_BATCHES.get(model, "16,32,64")
+                for b in batches.split(","):
+                    print(f"measure {model} {size}x{size} B={b}, {steps} steps per strategy, repeat {rep}, load "
+                          f"{loadavg()}", flush=True)
+                    subprocess.run([sys.executable, __file__, "--child", f"{model}:{size}:{b}:{steps}:{rep}",
+                                    "--out", str(args.out), "--methods", args.methods], check=True)
+    loads.append(loadavg())
+    rows = predict(args.out, cluster_path)
+    print(report(rows, args.out, argv, cluster_path, loads, args.cluster is None))
+    print(f"total {time.perf_counter() - t0:.0f} s; load {loads[0]} -> {loads[-1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
