@@ -12,6 +12,7 @@ from hgpart.runtime.strategy import Strategy
 from hgpart.compare import measured
 from hgpart.compare.measured import run_measured
 from hgpart.compare.measured_report import measured_tables, write_measured
+from hgpart.placement import load_placement
 
 QUICK = dict(input_shape=(16, 16, 3), steps=2, eval_n=32, evals_per_epoch=1, progress=False)
 
@@ -20,8 +21,13 @@ def test_quick_comparison_writes_every_report_file(tmp_path) -> None:
     ds = open_devices("logical", 2)
     methods = ["single", "coarse-async", "sync-dp", "async-dp-dps"]
     cmp = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods,
-                       trace_dir=tmp_path / "rep" / "traces", **QUICK)
+                       trace_dir=tmp_path / "rep" / "traces", placement_dir=tmp_path / "pl", **QUICK)
     assert [r.status for r in cmp.runs] == ["ok"] * 4, [r.reason for r in cmp.runs]
+    # the placement a model-parallel run trained is kept for the simulator; the other strategies have none
+    kept = {r.method: r.placement_path for r in cmp.runs}
+    assert kept["coarse-async"].endswith("coarse-async_bs8.json") and not kept["single"] and not kept["sync-dp"]
+    pl = load_placement(kept["coarse-async"])
+    assert pl.k == 2 and pl.grain == "coarse" and pl.graph.name == "minivgg"
     for r in cmp.runs:
         assert r.steps == 2 and r.epoch_seconds > 0 and r.images_per_s > 0
         assert len(r.curve) == 2 and 0.0 <= r.curve[-1].accuracy <= 1.0
