@@ -37,7 +37,9 @@ _ENV = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"} | {
 _HARNESS = r"""
 import os, signal, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # as hgpart's main sets it, but before this early import:
-import tensorflow  # imported up front, so the time from the kill to the report excludes TensorFlow's import
+from hgpart import quiet
+with quiet.StderrFilter():  # the import's own lines (the tensorflow wheel's CUDA stub), as the CLI filters them
+    import tensorflow  # imported up front, so the time from the kill to the report excludes TensorFlow's import
 import importlib
 from hgpart.runtime import cluster
 T = importlib.import_module("hgpart.runtime.train")  # the module (the package exports the function train)
