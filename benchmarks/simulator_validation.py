@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import statistics
@@ -81,19 +82,31 @@ def calibrate(out: Path) -> Path:
     return path
 
 
+@functools.cache
+def _placement(path: str) -> Any:
+    from hgpart.placement import load_placement
+
+    return load_placement(path)
+
+
+@functools.cache
+def _hypergraph(path: str) -> Any:
+    """The placement's hypergraph, built once: every data-parallel row of a model and batch size reads a whole
+    replica's memory from the same one."""
+    return _placement(path).hypergraph()
+
+
 def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> float:
     """Predicted images/s of one measured run (see the module docstring, step 3)."""
-    from hgpart.placement import load_placement
     from hgpart.simulate import Mode, SimOptions, SimPipeline, SimStrategy, simulate
 
     method, B = run["method"], run["batch_size"]
-    pl = load_placement(placement)
     if method in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
         opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k)
-    else:
-        mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
-        opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=SimPipeline.GRAPH)
-    return simulate(pl, cluster, opts).images_per_s
+        return simulate(_placement(placement), cluster, opts, hypergraph=_hypergraph(placement)).images_per_s
+    mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
+    opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=SimPipeline.GRAPH)
+    return simulate(_placement(placement), cluster, opts).images_per_s
 
 
 def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
@@ -128,16 +141,22 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def single_vs_profile(rows: list[dict[str, Any]]) -> list[str]:
-    """Where the error starts: the measured single-device step beside the one-core profile's own whole-step
+def single_vs_profile(rows: list[dict[str, Any]], cluster: Any) -> list[str]:
+    """Where the error starts: the measured single-device step beside the cluster's profile's own whole-step
     measurement (``quality.step_ms``, process CPU time, scaled linearly to the batch) and the simulated step."""
-    import glob
+    from hgpart.errors import HgpartError
+    from hgpart.profile import Profile
 
     steps = {}
-    for path in glob.glob("profiles/*_c1.json"):
-        d = json.loads(Path(path).read_text())
-        if d.get("quality", {}).get("step_ms"):
-            steps[f"{d['model']}_{d['input_shape'][0]}"] = (d["quality"]["step_ms"], d["batch_size"])
+    dev = cluster.device
+    for path in sorted(Path(dev.profiles).glob("*.json")) if dev.profiles is not None else []:
+        try:
+            prof = Profile.load(path)
+        except HgpartError:
+            continue
+        if prof.quality is not None and prof.quality.step_ms and (dev.profile_cores is None
+                                                                  or prof.setup.cores == dev.profile_cores):
+            steps[f"{prof.model}_{prof.input_shape[0]}"] = (prof.quality.step_ms, prof.batch_size)
     out = ["The single device, step by step: measured (wall) against the profile's whole training step (one core, "
            "CPU time, scaled to the batch) and the simulated step (the sum of the profile's layers plus the update).",
            "", "| model | B | measured ms/step | profile whole step ms | simulated ms/step | measured / profile |",
@@ -155,6 +174,8 @@ def single_vs_profile(rows: list[dict[str, Any]]) -> list[str]:
 
 def report(rows: list[dict[str, Any]], out: Path, argv: list[str], cluster_path: Path, loads: list[list[float]],
            calibrated_now: bool) -> str:
+    from hgpart.cluster import load_cluster
+
     errs = [abs(r["error"]) for r in rows]
     lines = ["# Simulator vs measured images/s, 2 local workers (one pinned core each)", "",
              f"Command: `python benchmarks/simulator_validation.py {' '.join(argv)}`".replace("  ", " "),
@@ -174,7 +195,7 @@ def report(rows: list[dict[str, Any]], out: Path, argv: list[str], cluster_path:
                 lines.append(f"| {v} | {len(e)} | {100 * statistics.median(map(abs, e)):.1f} % | "
                              f"{100 * max(map(abs, e)):.1f} % | {100 * statistics.mean(e):+.1f} % |")
             lines.append("")
-    lines += single_vs_profile(rows)
+    lines += single_vs_profile(rows, load_cluster(str(cluster_path)))
     lines += ["| model | strategy | B | measured img/s (median) | min..max | repeats | predicted img/s | error | "
               "load |", "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['strategy']} | {r['batch_size']} | {r['measured_ips']:.1f} | "
