@@ -77,7 +77,8 @@ def test_malformed_setup_or_quality_is_a_one_line_error(tmp_path: Path, field: s
 
 
 def test_old_profile_files_load_with_the_setup_they_were_made_with() -> None:
-    path = ROOT / "profiles" / "resnet18_32_b32.json"
+    # the committed resnet18 profile of 2026-11-22, written before profiles recorded their setup and quality
+    path = ROOT / "tests" / "data" / "resnet18_32_b32_before_setup.json"
     raw = json.loads(path.read_text())
     assert "setup" not in raw and "quality" not in raw and "spread" not in raw["layers"][1]
     prof = Profile.load(path)
