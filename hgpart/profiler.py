@@ -359,17 +359,24 @@ class _Rounds:
             raise _timing_error(item.name, kind, self.graph.name, exc) from None
 
     def run(self, bar: _RoundBar) -> None:
+        """Sample every item once a round, in a fresh random order, until all are within the target.
+
+        Every item is sampled in every round, converged or not: a layer that stopped early would keep only the
+        samples of the first rounds, taken under other conditions than the rest, and its cost would no longer be
+        comparable with theirs (the point of interleaving).
+        """
         rng = random.Random(self.opts.seed)
         bar.phase("sampling rounds", self.opts.max_rounds)
         for r in range(self.opts.max_rounds):
-            todo = [it for it in self.items if not it.converged(self.opts)]
-            if not todo:
+            if r >= self.opts.min_rounds and all(it.converged(self.opts) for it in self.items):
                 break
-            rng.shuffle(todo)
-            for it in todo:
+            order = list(self.items)
+            rng.shuffle(order)
+            for it in order:
                 self._guard(it, "sample", it.sample)
             self.rounds = r + 1
-            bar.tick(f"round {r + 1}: {len(todo)} of {len(self.items)} sampled")
+            left = sum(not it.converged(self.opts) for it in self.items)
+            bar.tick(f"round {r + 1}: {left} of {len(self.items)} above the target")
 
     def item(self, name: str) -> _Timed | None:
         return next((it for it in self.items if it.name == name), None)

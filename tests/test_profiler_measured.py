@@ -14,7 +14,8 @@ from hgpart.errors import HgpartError
 from hgpart.layergraph import LayerGraph
 from hgpart.models import load_graph
 from hgpart.profile import Profile, analytic_profile, default_profile_path
-from hgpart.profiler import MeasureOptions, machine_info, profile_model
+from hgpart.profiler import MeasureOptions, _RoundBar, _Rounds, _Timed, machine_info, profile_model
+from hgpart.timing import Clock
 
 QUICK = MeasureOptions(min_rounds=2, max_rounds=3, warmup=1)
 
@@ -129,3 +130,29 @@ def test_separable_conv_halves_are_timed_separately() -> None:
     costs = {c.name: c for c in prof.layers}
     assert costs["sep.depthwise"].forward_ms > 0 and costs["sep"].forward_ms > 0
     assert costs["sep.depthwise"].backward_ms >= 0 and costs["sep"].backward_ms >= 0
+
+
+def test_every_layer_is_sampled_in_every_round_until_all_are_pinned_down() -> None:
+    """A layer pinned down early keeps being sampled, so all costs come from the same rounds."""
+    class Scripted(_Timed):
+        def __init__(self, name: str, values: list[float]) -> None:
+            super().__init__(name, None, lambda: None)
+            self.values = values
+
+        def sample(self) -> None:
+            v = self.values[len(self.fb[Clock.PROCESS_CPU]) % len(self.values)]
+            for clock in Clock:
+                self.fb[clock].add(v)
+
+    opts = MeasureOptions(min_rounds=2, max_rounds=6, warmup=0)
+    steady, noisy = Scripted("steady", [1.0]), Scripted("noisy", [1.0, 2.0, 1.2, 3.0, 1.5, 2.5])
+    rounds = _Rounds(None, None, 1, opts)  # type: ignore[arg-type]  # run() reads only the items
+    rounds.items = [steady, noisy]
+    rounds.run(_RoundBar(opts, False))
+    assert rounds.rounds == 6  # the noisy item never gets within 5 %
+    assert len(steady.fb[Clock.PROCESS_CPU]) == len(noisy.fb[Clock.PROCESS_CPU]) == 6
+    # once every item is within the target, the rounds stop at the minimum
+    calm = [Scripted("a", [1.0]), Scripted("b", [2.0])]
+    rounds.items, rounds.rounds = calm, 0
+    rounds.run(_RoundBar(opts, False))
+    assert rounds.rounds == 2 and all(len(c.fb[Clock.PROCESS_CPU]) == 2 for c in calm)
