@@ -51,7 +51,16 @@ _ELEM = ("Relu", "ReluGrad", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad",
 
 
 def cause(op_type: str) -> str:
-    """The cause a kernel's time is charged to (see the module docstring)."""
+    """The cause a kernel's time is charged to (see the module docstring).
+
+    oneDNN builds of TensorFlow name their kernels ``_MklNativeConv2DBackpropInput``, ``_MklNativeFusedConv2D``,
+    ``_MklMatMul``: the prefix is dropped (a fused kernel keeps its ``_Fused``) before the type is classified.
+    """
+    for prefix in ("_MklNative", "_Mkl"):
+        if op_type.startswith(prefix):
+            op_type = op_type[len(prefix):]
+            op_type = "_" + op_type if op_type.startswith("Fused") else op_type
+            break
     if op_type.startswith(_COMPUTE):
         return "conv/matmul"
     if op_type in _COMM:
