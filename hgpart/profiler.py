@@ -368,15 +368,15 @@ class _Rounds:
         rng = random.Random(self.opts.seed)
         bar.phase("sampling rounds", self.opts.max_rounds)
         for r in range(self.opts.max_rounds):
-            if r >= self.opts.min_rounds and all(it.converged(self.opts) for it in self.items):
-                break
             order = list(self.items)
             rng.shuffle(order)
             for it in order:
                 self._guard(it, "sample", it.sample)
             self.rounds = r + 1
-            left = sum(not it.converged(self.opts) for it in self.items)
+            left = sum(not it.converged(self.opts) for it in self.items)  # converged() needs min_rounds samples
             bar.tick(f"round {r + 1}: {left} of {len(self.items)} above the target")
+            if not left:
+                break
 
     def item(self, name: str) -> _Timed | None:
         return next((it for it in self.items if it.name == name), None)
