@@ -62,7 +62,7 @@ keeper = C.Checkpointer(C.CheckpointSettings(Path(folder), every=1), pm, step, d
 def train_and_save(n):
     step(rng.normal(size=(8, 16, 16, 3)).astype(np.float32), rng.integers(0, 10, 8).astype(np.int32))
     total = sum(float(np.sum(w, dtype=np.float64)) for ws in pm.keras_weights().values() for w in ws.values())
-    print(f"SAVING {n}", flush=True)
+    print(f"SAVING {n} {total!r}", flush=True)
     keeper.save(n)
     print(f"SAVED {n} {total!r}", flush=True)
 
@@ -94,7 +94,9 @@ def _writer(placement: Path, folder: Path, stage: str) -> subprocess.Popen:
 
 
 def _saved_sums(out: str) -> dict[int, float]:
-    return {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^SAVED (\d+) (\S+)$", out, re.M)}
+    # the checksum is printed before the save starts too: a kill can land after the checkpoint is complete and
+    # before SAVED is printed, and that checkpoint must still hold exactly these weights
+    return {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^SAV(?:ING|ED) (\d+) (\S+)$", out, re.M)}
 
 
 def _check_newest_is_intact(folder: Path, pl: Placement, sums: dict[int, float]) -> int:
