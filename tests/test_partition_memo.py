@@ -43,3 +43,29 @@ def test_a_replaced_array_is_served_the_stale_result_until_forget() -> None:
     forget(hg)
     after = analyze(hg)
     assert after is not before and after.total_weight == float(hg.vertex_weight.sum())
+
+
+def test_prepare_fine_leaves_no_k_independent_work_to_the_first_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep prepares once; the first K's time limit then goes to partitioning, not to the analysis."""
+    from hgpart.partitioners import auto, block, counts, partition
+
+    g = toy_network()
+    hg = build_hypergraph(g, unit_work(g), batch_size=2, grain="fine")
+    auto.prepare_fine(hg)
+    calls: list[str] = []
+    real_family, real_analyze = block.grouped_family, counts._analyze
+
+    def family(*a, **kw):
+        calls.append("groupings")
+        return real_family(*a, **kw)
+
+    def analysis(*a, **kw):
+        calls.append("analysis")
+        return real_analyze(*a, **kw)
+
+    monkeypatch.setattr(auto, "grouped_family", family)
+    monkeypatch.setattr(counts, "_analyze", analysis)
+    monkeypatch.setattr(auto, "_fine_to_coarse", lambda h: calls.append("projection"))
+    res = partition(hg, k=2, backend="auto", epsilon=0.1, seed=1, time_limit=5)
+    assert res.parts.shape == (hg.num_vertices,)
+    assert calls == []
