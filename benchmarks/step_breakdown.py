@@ -178,7 +178,7 @@ def child(model: str, path: str, args: argparse.Namespace) -> dict[str, Any]:
                 row[name]["images_per_s"] = B / row[name]["wall_s"]
             if staged is not None:
                 task = shuffled_batches(x, y, batch_size=B, seed=0)
-                for name, window in (("stages_1", 1), ("stages_2", 2), ("stages_3", 3)):
+                for name, window in ((f"stages_{w}", w) for w in args.windows):
                     r = _busy(pids, guarded, ds, run_staged, staged, args.steps, task, images_per_task=B,
                               window=window)
                     row[name] = {k: (v / args.steps if k.endswith("_s") else v) for k, v in r.items()}
@@ -229,12 +229,14 @@ def report(rows: list[dict[str, Any]]) -> str:
                   + f" (load {a['load_start']} -> {a['load_end']})",
                   f"- host feed of one batch to worker 0 (round trip): {1000 * r['feed_s']:.1f} ms",
                   _max_avg_line(r),
-                  *[f"- stages, {n[-1]} in flight (1F1B, one function per stage; "
+                  *(["- stages (part: layers): " + ", ".join(f"{st['part']}: {st['layers']}" for st in r["stages"])]
+                    if r.get("stages") else []),
+                  *[f"- stages, {n[7:]} in flight (1F1B, one function per stage; "
                     f"{len(r['stages'] or [])} stages): {1000 * r[n]['wall_s']:.1f} ms/step = "
                     f"{r[n]['images_per_s']:.1f} images/s, worker busy "
                     + ", ".join(f"{100 * b:.0f}%" for b in r[n]["worker_busy"])
                     + f" (load {r[n]['load_start']} -> {r[n]['load_end']})"
-                    for n in ("stages_1", "stages_2", "stages_3") if n in r],
+                    for n in sorted((n for n in r if n.startswith("stages_")), key=lambda n: int(n[7:]))],
                   f"- trace: {t['traced_steps']} async steps in {t['traced_wall_s']:.2f} s = "
                   f"{1000 * t['traced_wall_s'] / t['traced_steps']:.1f} ms/step; busy "
                   + ", ".join(f"part {p} {100 * b:.0f}%" for p, b in enumerate(t["busy"]))
@@ -257,6 +259,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--out", default="benchmarks/results/step_breakdown")
+    ap.add_argument("--windows", type=lambda v: [int(w) for w in v.split(",")], default=[1, 2, 3],
+                    help="batches in flight through the stage pipeline, one measurement each (comma-separated)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--path", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -269,7 +273,8 @@ def main() -> None:
     for model in args.models.split(","):
         path = make_placement(model, out, args.batch_size, seed=1)
         cmd = [sys.executable, __file__, "--child", model, "--path", path, "--steps", str(args.steps),
-               "--batch-size", str(args.batch_size), "--out", str(out)]
+               "--batch-size", str(args.batch_size), "--out", str(out),
+               "--windows", ",".join(map(str, args.windows))]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         got = [json.loads(ln[4:]) for ln in proc.stdout.splitlines() if ln.startswith("ROW ")]
         if not got:
