@@ -4,11 +4,12 @@ Usage::
 
     prof = Profile.load("profiles/vgg16_224_b32.json")
     prof.check(graph)                 # refuses a profile made for another model
-    work = prof.work()                # {layer name: forward+backward cost}
+    work = prof.work()                # {layer name: forward+backward (+ update) cost per step}
 
 A profile is plain data; producing one (timing layers in TensorFlow) lives in
 :mod:`hgpart.profiler`, so reading a profile never imports TensorFlow.
-Measured profiles give work in milliseconds (forward + backward); analytic ones
+Measured profiles give work in milliseconds (forward + backward, plus the optimizer
+update of the layer's weights where it was measured); analytic ones
 give work in MFLOP (forward FLOPs x 3 for forward plus backward, times the
 batch size).
 
@@ -55,6 +56,9 @@ class LayerCost:
     activation_bytes: int
     spread: float | None = None  # relative 95 % confidence half-width of forward+backward (None: not recorded)
     samples: int | None = None  # timed forward+backward samples taken (None: not recorded)
+    #: one optimizer update of the layer's trainable weights, as the runtime's per-device optimizer runs it (the
+    #: fused Adam kernel); None: not measured (analytic profiles, files written before it was recorded)
+    update_ms: float | None = None
 
     @property
     def total_ms(self) -> float:
@@ -62,7 +66,7 @@ class LayerCost:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {k: v for k, v in d.items() if v is not None or k not in ("spread", "samples")}
+        return {k: v for k, v in d.items() if v is not None or k not in ("spread", "samples", "update_ms")}
 
 
 @dataclass(frozen=True)
@@ -185,9 +189,15 @@ class Profile:
         return "ms" if self.mode == "measured" else "MFLOP"
 
     def work(self) -> dict[str, float]:
-        """Forward+backward work of every layer in :attr:`work_unit`."""
+        """Work of every layer per training step in :attr:`work_unit`: forward + backward, plus the optimizer
+        update of its weights where the profile measured it.
+
+        The update belongs to the layer's work because each part updates the weights it holds (collocated
+        gradients, one optimizer per device): a part holding a large fully connected layer also pays for its
+        update, which partitioning by forward+backward alone does not see.
+        """
         if self.mode == "measured":
-            return {c.name: float(c.total_ms) for c in self.layers}
+            return {c.name: float(c.total_ms + (c.update_ms or 0.0)) for c in self.layers}
         scale = (1.0 + BACKWARD_FLOP_FACTOR) * self.batch_size / 1e6
         return {c.name: float(c.flops) * scale for c in self.layers}
 
@@ -346,4 +356,5 @@ def _layer_cost(c: Any, i: int) -> LayerCost:
                      params=_count(c["params"], f"{key}.params", low=0),
                      activation_bytes=_count(c["activation_bytes"], f"{key}.activation_bytes", low=0),
                      spread=None if c.get("spread") is None else _ms(c["spread"], f"{key}.spread"),
-                     samples=None if c.get("samples") is None else _count(c["samples"], f"{key}.samples", low=0))
+                     samples=None if c.get("samples") is None else _count(c["samples"], f"{key}.samples", low=0),
+                     update_ms=None if c.get("update_ms") is None else _ms(c["update_ms"], f"{key}.update_ms"))

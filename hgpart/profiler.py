@@ -15,7 +15,11 @@ forward+backward adds the gradients w.r.t. the layer's inputs and weights
 for a random upstream gradient; backward is the difference. A layer with
 several inputs (Add, Concatenate) gets one random tensor per input. Quick
 layers are called several times per sample so that the timer's resolution
-and the call overhead do not dominate.
+and the call overhead do not dominate. A layer with trainable weights also
+has one optimizer update of them timed (the runtime's fused Adam kernel, on
+variables of the same shapes) as an item of its own in the same rounds:
+each device updates the weights it holds, so the update is part of the
+layer's work (:meth:`hgpart.profile.Profile.work`).
 
 Why robust: the machine is shared, so another process can take a core at any
 moment. Samples are taken in rounds over all layers, in a fresh random order
@@ -54,11 +58,17 @@ from hgpart.profile import SPREAD_TARGET, LayerCost, Profile, ProfileQuality, Pr
 from hgpart.timing import Clock, SampleSet, Statistic
 
 __all__ = ["MeasureOptions", "configure_threads", "machine_info", "measure_profile", "pin_cores", "profile_model",
-           "MIN_TIMING_S"]
+           "update_name", "MIN_TIMING_S"]
 
 MIN_TIMING_S = 0.02  # a sample of a quick layer repeats its call until it lasts at least this long
 _MAX_INNER = 64
 STEP_NAME = "<whole step>"
+_UPDATE_MARK = " <update>"
+
+
+def update_name(layer: str) -> str:
+    """The name under which a layer's optimizer update is sampled (and kept in ``samples_out``)."""
+    return layer + _UPDATE_MARK
 
 
 def configure_threads(threads: int | None, *, inter: int | None = None) -> None:
@@ -148,6 +158,7 @@ class MeasureOptions:
     target: float = SPREAD_TARGET
     warmup: int = 1
     whole_step: bool = True
+    updates: bool = True  # time each weighted layer's optimizer update too (LayerCost.update_ms)
     seed: int = 0
 
     def check(self) -> None:
@@ -179,6 +190,7 @@ class _Timed:
     fwd_bwd: Callable[[], Any]
     calls_f: int = 1
     calls_fb: int = 1
+    work_per_call: int = 1  # times one call does the work (updates applied per call); costs are per one
     f: dict[Clock, SampleSet] = field(default_factory=lambda: {c: SampleSet() for c in Clock})
     fb: dict[Clock, SampleSet] = field(default_factory=lambda: {c: SampleSet() for c in Clock})
 
@@ -198,7 +210,7 @@ class _Timed:
 
     def cost_ms(self, opts: MeasureOptions) -> tuple[float, float]:
         """(forward, backward) milliseconds: backward = forward+backward minus forward, never negative."""
-        total = self.fb[opts.clock].estimate(opts.statistic) * 1e3
+        total = self.fb[opts.clock].estimate(opts.statistic) * 1e3 / self.work_per_call
         fwd = min(total, self.f[opts.clock].estimate(opts.statistic) * 1e3) if self.fwd is not None else 0.0
         return fwd, total - fwd
 
@@ -226,8 +238,9 @@ def _separable_half(keras_layer: Any, layer: Layer) -> tuple[Callable[[list[Any]
                                                                                        else [])
 
 
-def _layer_timer(keras_layer: Any, layer: Layer, batch_size: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """Forward and forward+backward callables for one layer on random inputs."""
+def _layer_timer(keras_layer: Any, layer: Layer, batch_size: int
+                 ) -> tuple[Callable[[], Any], Callable[[], Any], list[Any]]:
+    """Forward and forward+backward callables for one layer on random inputs, and the weights they train."""
     import tensorflow as tf
 
     xs = [tf.random.normal((batch_size, *shape), seed=i) for i, shape in enumerate(layer.input_shapes)]
@@ -253,7 +266,39 @@ def _layer_timer(keras_layer: Any, layer: Layer, batch_size: int) -> tuple[Calla
         grads = tape.gradient(y, list(inputs) + weights, output_gradients=dy)
         return y, [g for g in grads if g is not None]
 
-    return (lambda: forward(*xs)), (lambda: forward_backward(*xs))
+    return (lambda: forward(*xs)), (lambda: forward_backward(*xs)), weights
+
+
+#: a layer's update is applied this many times in one timed call when it has fewer parameters than
+#: UPDATE_PARAMS_PER_CALL / repeats, up to _MAX_INNER: the call's own dispatch would dominate a small update,
+#: which inside the runtime's step costs no dispatch of its own
+UPDATE_PARAMS_PER_CALL = 1_000_000
+
+
+def _update_timer(weights: list[Any]) -> tuple[Callable[[], Any], int]:
+    """Adam updates of variables shaped like ``weights``, with the fused kernel the runtime's per-device
+    optimizer uses (``ResourceApplyAdam``, with locking), on a random gradient, and how many updates one call
+    applies. Its own variables, so the model's weights stay as they are. The update is memory-bound, so what it
+    costs depends on the layer's size (whether its weights and slots fit in cache), which is why it is timed per
+    layer rather than modelled from a rate."""
+    import tensorflow as tf
+
+    params = sum(int(math.prod(w.shape)) for w in weights)
+    repeats = min(_MAX_INNER, max(1, math.ceil(UPDATE_PARAMS_PER_CALL / max(params, 1))))
+    slots = [(tf.Variable(tf.zeros(w.shape, w.dtype)), tf.Variable(tf.zeros(w.shape, w.dtype)),
+              tf.Variable(tf.zeros(w.shape, w.dtype)), tf.random.normal(w.shape, dtype=w.dtype, seed=5))
+             for w in weights]
+
+    @tf.function(autograph=False)
+    def update() -> None:
+        for _ in range(repeats):  # unrolled: the updates of one variable run in order (they share it)
+            for var, m, v, g in slots:
+                tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, beta1_power=tf.constant(0.9),
+                                             beta2_power=tf.constant(0.999), lr=tf.constant(1e-9),
+                                             beta1=tf.constant(0.9), beta2=tf.constant(0.999),
+                                             epsilon=tf.constant(1e-7), grad=g, use_locking=True)
+
+    return update, repeats
 
 
 def _step_timer(model: Any, batch_size: int) -> Callable[[], Any]:
@@ -342,9 +387,15 @@ class _Rounds:
         layers = [layer for layer in self.graph.layers if layer.inputs]
         bar.phase("warming up", len(layers) + int(self.opts.whole_step))
         for layer in layers:
-            item = _Timed(layer.name, *_layer_timer(keras_layer(self.model, layer), layer, self.batch_size))
+            fwd, fwd_bwd, weights = _layer_timer(keras_layer(self.model, layer), layer, self.batch_size)
+            item = _Timed(layer.name, fwd, fwd_bwd)
             self._guard(item, layer.keras_class, functools.partial(item.warm_up, self.opts.warmup))
             self.items.append(item)
+            if weights and self.opts.updates:
+                fn, repeats = _update_timer(weights)
+                upd = _Timed(update_name(layer.name), None, fn, work_per_call=repeats)
+                self._guard(upd, f"{layer.keras_class} update", functools.partial(upd.warm_up, self.opts.warmup))
+                self.items.append(upd)
             bar.tick(layer.name)
         if self.opts.whole_step:
             step = _Timed(STEP_NAME, None, _step_timer(self.model, self.batch_size))
@@ -382,13 +433,15 @@ class _Rounds:
         return next((it for it in self.items if it.name == name), None)
 
 
-def _layer_cost(layer: Layer, item: _Timed | None, batch_size: int, opts: MeasureOptions) -> LayerCost:
+def _layer_cost(layer: Layer, item: _Timed | None, update: _Timed | None, batch_size: int,
+                opts: MeasureOptions) -> LayerCost:
     fwd, bwd = item.cost_ms(opts) if item is not None else (0.0, 0.0)
     s = item.fb[opts.clock] if item is not None else None
     spread = None if s is None else round(min(s.rel_ci(opts.statistic), 99.0), 4)
     return LayerCost(name=layer.name, forward_ms=round(fwd, 4), backward_ms=round(bwd, 4), flops=int(layer.flops),
                      params=int(layer.params), activation_bytes=int(batch_size * 4 * math.prod(layer.output_shape)),
-                     spread=spread, samples=len(s) if s is not None else None)
+                     spread=spread, samples=len(s) if s is not None else None,
+                     update_ms=round(update.cost_ms(opts)[1], 4) if update is not None else None)
 
 
 def _setup(opts: MeasureOptions, machine: dict[str, Any]) -> ProfileSetup:
@@ -425,7 +478,8 @@ def measure_profile(
     with _RoundBar(opts, progress) as bar:
         rounds.prepare(bar)
         rounds.run(bar)
-    layers = [_layer_cost(layer, rounds.item(layer.name), batch_size, opts) for layer in graph.layers]
+    layers = [_layer_cost(layer, rounds.item(layer.name), rounds.item(update_name(layer.name)), batch_size, opts)
+              for layer in graph.layers]
     step = rounds.item(STEP_NAME)
     machine = machine_info()
     machine["load_average_1min_at_start"] = load_at_start

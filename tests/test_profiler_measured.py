@@ -36,6 +36,10 @@ def test_measured_profile_minivgg(tmp_path) -> None:
         assert cost.activation_bytes == 4 * 4 * int(__import__("math").prod(layer.output_shape))
     convs = [c for c in prof.layers if c.name.endswith(("conv1", "conv2"))]
     assert sum(c.backward_ms for c in convs) > 0
+    # every layer with weights has its optimizer update timed; the others have none; work() adds it
+    for cost in prof.layers:
+        assert (cost.update_ms is not None and cost.update_ms > 0) == (cost.params > 0), cost.name
+    assert prof.work() == pytest.approx({c.name: c.total_ms + (c.update_ms or 0.0) for c in prof.layers})
     assert prof.machine["cpu_model"] and prof.machine["tensorflow"] and prof.machine["usable_cores"] >= 1
     # the setup and quality are recorded: every timed layer has a spread and 2..3 samples, a whole step was timed
     assert prof.recorded_setup is not None and prof.setup.interleaved and prof.setup.clock == "process_cpu"
@@ -156,3 +160,33 @@ def test_every_layer_is_sampled_in_every_round_until_all_are_pinned_down() -> No
     rounds.items, rounds.rounds = calm, 0
     rounds.run(_RoundBar(opts, False))
     assert rounds.rounds == 2 and all(len(c.fb[Clock.PROCESS_CPU]) == 2 for c in calm)
+
+
+def test_a_layers_update_cost_grows_with_its_weights_and_moves_the_balance() -> None:
+    """The update of a large fully connected layer is timed with the runtime's fused Adam kernel and counts in
+    the layer's work, so the partitioner sees it; a profile without it (files before it was recorded) reads
+    as before."""
+    import keras
+
+    from hgpart.frontend import layer_graph_from_keras
+    from hgpart.profile import LayerCost
+    from hgpart.profiler import measure_profile
+
+    inp = keras.Input((4, 4, 8))
+    x = keras.layers.Conv2D(8, 1, name="small")(inp)
+    x = keras.layers.Flatten(name="flat")(x)
+    model = keras.Model(inp, keras.layers.Dense(4096, name="big")(x), name="fcnet")
+    graph = layer_graph_from_keras(model, name="fcnet")
+    prof = measure_profile(model, graph, batch_size=2, progress=False,
+                           options=MeasureOptions(min_rounds=3, max_rounds=3, warmup=1, whole_step=False))
+    costs = {c.name: c for c in prof.layers}
+    assert costs["flat"].update_ms is None and costs["flat"].params == 0
+    # 128 x 4096 weights against 8 x 8: the big layer's update takes far longer
+    assert costs["big"].update_ms is not None and costs["small"].update_ms is not None
+    assert costs["big"].update_ms > 5 * costs["small"].update_ms
+    assert prof.work()["big"] == pytest.approx(costs["big"].total_ms + costs["big"].update_ms)
+    # written and read back; an entry without it is work = forward + backward
+    again = Profile.from_dict(json.loads(json.dumps(prof.to_dict())))
+    assert again.layers == prof.layers
+    old = LayerCost("a", 1.0, 2.0, 0, 10, 0)
+    assert "update_ms" not in old.to_dict() and old.update_ms is None

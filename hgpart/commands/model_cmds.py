@@ -159,6 +159,12 @@ def profile(
         console.print(
             f"{prof.model} input {list(prof.input_shape)} batch {batch_size}: forward {fwd:,.1f} ms + "
             f"backward {bwd:,.1f} ms = {fwd + bwd:,.1f} ms per step (sum of layers)", highlight=False)
+        upd = [c.update_ms for c in prof.layers if c.update_ms is not None]
+        if upd:
+            heavy = max(prof.layers, key=lambda c: c.update_ms or 0.0)
+            console.print(f"optimizer update (Adam, fused): {sum(upd):,.1f} ms per step over {len(upd)} layers with "
+                          f"weights; largest {heavy.name} {heavy.update_ms:,.1f} ms; partitioning weighs "
+                          "forward + backward + update", highlight=False)
         print_quality(prof, console=console)
     else:
         total = sum(prof.work().values())
