@@ -25,7 +25,9 @@ same model and mode (with ``--baseline-cores 1``), the K=1 runtime against Keras
 crossed devices in one executed step (forward + backward feature maps, read from the step's placed graph) beside
 the placement's predicted volume x2 (forward, plus backward minus the input-channel nets that have no gradient).
 Everything is measured in this run. The machine is shared and has 2 cores: expect noise, and the client's own
-threads compete with the workers. Every child records the load average at its start and end (``load`` in each
+threads compete with the workers. Its speed also drifts by tens of percent within minutes, so ``--rounds R`` runs
+the K=1, K=2 and ``fit`` children R times in turn and takes E within each round (K=2 against that round's K=1);
+the table gives the median over rounds and each round's E. Every child records the load average at its start and end (``load`` in each
 row of ``results.json``).
 """
 
@@ -178,28 +180,53 @@ def run_child(k: int, jobs: Any, args: argparse.Namespace) -> list[dict[str, Any
     return rows
 
 
+def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (model, placement, K, mode) over the rounds: every run's images/s, the median of the rounds'
+    medians, the rounds' E (K=2 against the same round's K=1 of the same model and mode) and load ranges."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    k1 = {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["k"] == 1 and r["mode"] != "fit"}
+    for r in rows:
+        key = (r["model"], r["placement"], r["k"], r["mode"])
+        c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "load": []})
+        c["ips"] = c["ips"] + r["ips"]
+        c["round_medians"].append(r["median"])
+        c["load"] = c["load"] + list(r.get("load", []))
+        b = k1.get((r["model"], r["mode"], r.get("round", 0)))
+        if r["k"] == 2 and b:
+            c["round_e"].append(r["median"] / (2 * b))
+    for c in out.values():
+        c["median"] = statistics.median(c["round_medians"])
+        c["e_median"] = statistics.median(c["round_e"]) if c["round_e"] else None
+    return list(out.values())
+
+
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    rows = collapse(rows)
     base = {(r["model"], r["mode"]): r["median"] for r in rows if r["k"] == 1 and r["mode"] != "fit"}
     fit = {r["model"]: r["median"] for r in rows if r["mode"] == "fit"}
-    table = Table(title=f"images/s, median of {args.repeats} x {args.steps} steps, batch {args.batch_size}, "
-                        f"local pinned workers (K=1 on {args.baseline_cores} core(s))")
+    table = Table(title=f"images/s, median of {args.rounds} round(s) of {args.repeats} x {args.steps} steps, batch "
+                        f"{args.batch_size}, local pinned workers (K=1 on {args.baseline_cores} core(s)); E per round")
     for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "bytes/step measured",
                 "predicted", "pred. vol x2", "rel.err", "load"):
         table.add_column(col, justify="left" if col in ("model", "placement", "mode") else "right")
     for r in rows:
         b = base.get((r["model"], r["mode"])) if r["mode"] != "fit" else None
         ratio = f"{r['median'] / b:.2f}x" if b else "-"
-        eff = f"{r['median'] / (2 * b):.2f}" if b and r["k"] == 2 else "-"
+        eff = "-"
+        if r["k"] == 2 and r["e_median"] is not None:
+            eff = f"{r['e_median']:.2f}" + (f" ({' '.join(f'{e:.2f}' for e in r['round_e'])})"
+                                              if len(r["round_e"]) > 1 else "")
         if r["k"] == 1 and r["mode"] != "fit" and fit.get(r["model"]):
             ratio = f"{r['median'] / fit[r['model']]:.2f}x fit"
         meas = f"{r['measured_bytes']:,}" if r["k"] > 1 and r["measured_bytes"] is not None else "-"
         pred = f"{r['predicted_bytes']:,.0f}" if r["k"] > 1 and r["predicted_bytes"] is not None else "-"
         x2 = f"{r['predicted_x2']:,.0f}" if r["k"] > 1 and r["predicted_x2"] is not None else "-"
         err = f"{100 * r['rel_err']:.2f}%" if r["k"] > 1 and r["rel_err"] is not None else "-"
-        ld = "->".join(str(v) for v in r.get("load", []))
+        loads = r.get("load", [])
+        ld = f"{min(loads)}-{max(loads)}" if len(loads) > 2 else "->".join(str(v) for v in loads)
         table.add_row(r["model"], r["placement"], str(r["k"]), r["mode"], f"{r['median']:.1f}",
                       " ".join(f"{v:.0f}" for v in r["ips"]), ratio, eff, meas, pred, x2, err, ld)
     Console(width=160).print(table)
@@ -221,6 +248,8 @@ def main() -> None:
     ap.add_argument("--models", default="minivgg,minires")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the K=1, K=2 and fit children this many times in turn; E is taken per round")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--baseline-cores", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
@@ -259,7 +288,12 @@ def main() -> None:
         jobs1.append({"model": m, "name": "single", "path": paths["single"], "profile": used})
         jobs2.extend({"model": m, "name": n, "path": paths[n], "profile": used} for n in names)
     print(f"placements written to {out} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    rows = run_child(1, jobs1, args) + run_child(2, jobs2, args) + run_child(-1, models, args)
+    rows: list[dict[str, Any]] = []
+    for rnd in range(args.rounds):
+        # K=1, K=2 and fit side by side in every round: the machine's speed drifts by tens of percent within
+        # minutes, so E is taken within a round and its median over rounds is reported
+        got = run_child(1, jobs1, args) + run_child(2, jobs2, args) + run_child(-1, models, args)
+        rows += [{**r, "round": rnd} for r in got]
     if not rows:
         raise SystemExit("no measurements: both children failed (see above)")
     from hgpart.fileio import write_json
