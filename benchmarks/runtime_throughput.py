@@ -27,8 +27,8 @@ the placement's predicted volume x2 (forward, plus backward minus the input-chan
 Everything is measured in this run. The machine is shared and has 2 cores: expect noise, and the client's own
 threads compete with the workers. Its speed also drifts by tens of percent within minutes, so ``--rounds R`` runs
 the K=1, K=2 and ``fit`` children R times in turn and takes E within each round (K=2 against that round's K=1);
-the table gives the median over rounds and each round's E. Every child records the load average at its start and end (``load`` in each
-row of ``results.json``).
+the table gives the median over rounds and each round's E. Every child records the load average at its start
+and end (``load`` in each row of ``results.json``).
 """
 
 from __future__ import annotations

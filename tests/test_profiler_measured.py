@@ -20,6 +20,17 @@ from hgpart.timing import Clock
 QUICK = MeasureOptions(min_rounds=2, max_rounds=3, warmup=1)
 
 
+def _profile_keras(model, *, rounds: int, warmup: int) -> Profile:
+    """A measured profile of a small Keras model built in the test (``rounds`` rounds, no whole step)."""
+    from hgpart.frontend import layer_graph_from_keras
+    from hgpart.profiler import measure_profile
+
+    graph = layer_graph_from_keras(model, name=model.name)
+    return measure_profile(model, graph, batch_size=2, progress=False,
+                           options=MeasureOptions(min_rounds=rounds, max_rounds=rounds, warmup=warmup,
+                                                  whole_step=False))
+
+
 def test_measured_profile_minivgg(tmp_path) -> None:
     prof = profile_model("minivgg", batch_size=4, options=QUICK, progress=False)
     graph = load_graph("minivgg")
@@ -121,16 +132,10 @@ def test_separable_conv_halves_are_timed_separately() -> None:
     pointwise half reads the depthwise output's 6 channels, which the whole Keras layer would refuse)."""
     import keras
 
-    from hgpart.frontend import layer_graph_from_keras
-    from hgpart.profiler import measure_profile
-
     x = inp = keras.Input((8, 8, 3))
     x = keras.layers.SeparableConv2D(5, 3, padding="same", depth_multiplier=2, activation="relu", name="sep")(x)
     x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
-    model = keras.Model(inp, keras.layers.Dense(4, name="fc")(x), name="sepnet")
-    graph = layer_graph_from_keras(model, name="sepnet")
-    prof = measure_profile(model, graph, batch_size=2, progress=False,
-                           options=MeasureOptions(min_rounds=1, max_rounds=1, warmup=0, whole_step=False))
+    prof = _profile_keras(keras.Model(inp, keras.layers.Dense(4, name="fc")(x), name="sepnet"), rounds=1, warmup=0)
     costs = {c.name: c for c in prof.layers}
     assert costs["sep.depthwise"].forward_ms > 0 and costs["sep"].forward_ms > 0
     assert costs["sep.depthwise"].backward_ms >= 0 and costs["sep"].backward_ms >= 0
@@ -168,17 +173,12 @@ def test_a_layers_update_cost_grows_with_its_weights_and_moves_the_balance() -> 
     as before."""
     import keras
 
-    from hgpart.frontend import layer_graph_from_keras
     from hgpart.profile import LayerCost
-    from hgpart.profiler import measure_profile
 
     inp = keras.Input((4, 4, 8))
     x = keras.layers.Conv2D(8, 1, name="small")(inp)
     x = keras.layers.Flatten(name="flat")(x)
-    model = keras.Model(inp, keras.layers.Dense(4096, name="big")(x), name="fcnet")
-    graph = layer_graph_from_keras(model, name="fcnet")
-    prof = measure_profile(model, graph, batch_size=2, progress=False,
-                           options=MeasureOptions(min_rounds=3, max_rounds=3, warmup=1, whole_step=False))
+    prof = _profile_keras(keras.Model(inp, keras.layers.Dense(4096, name="big")(x), name="fcnet"), rounds=3, warmup=1)
     costs = {c.name: c for c in prof.layers}
     assert costs["flat"].update_ms is None and costs["flat"].params == 0
     # 128 x 4096 weights against 8 x 8: the big layer's update takes far longer
