@@ -37,20 +37,11 @@ MODELS = {"minivgg": (32, 32, 3), "minires": (32, 32, 3), "vgg16": (64, 64, 3)}
 
 def kernel_ms(logdir: Path) -> dict[str, float]:
     """Summed duration (ms) of every kernel event in the profiler's XSpace files under ``logdir``, by op type."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    from hgpart.runtime.devtrace import xspace_kernels
 
     out: dict[str, float] = defaultdict(float)
-    for f in logdir.rglob("*.xplane.pb"):
-        xs = xplane_pb2.XSpace()
-        xs.ParseFromString(f.read_bytes())
-        for plane in xs.planes:
-            md = plane.event_metadata
-            for line in plane.lines:
-                for ev in line.events:
-                    meta = md[ev.metadata_id]
-                    if not meta.display_name or ":" not in meta.name:  # kernels are "<node>:<op type>"
-                        continue
-                    out[meta.name.rpartition(":")[2]] += ev.duration_ps / 1e9
+    for ev in xspace_kernels(sorted(logdir.rglob("*.xplane.pb"))):
+        out[ev.op_type] += ev.dur_ns / 1e6
     return dict(out)
 
 

@@ -58,7 +58,7 @@ from hgpart.profile import SPREAD_TARGET, LayerCost, Profile, ProfileQuality, Pr
 from hgpart.timing import Clock, SampleSet, Statistic
 
 __all__ = ["MeasureOptions", "configure_threads", "machine_info", "measure_profile", "pin_cores", "profile_model",
-           "update_name", "MIN_TIMING_S"]
+           "MIN_TIMING_S"]
 
 MIN_TIMING_S = 0.02  # a sample of a quick layer repeats its call until it lasts at least this long
 _MAX_INNER = 64
@@ -66,7 +66,7 @@ STEP_NAME = "<whole step>"
 _UPDATE_MARK = " <update>"
 
 
-def update_name(layer: str) -> str:
+def _update_name(layer: str) -> str:
     """The name under which a layer's optimizer update is sampled (and kept in ``samples_out``)."""
     return layer + _UPDATE_MARK
 
@@ -158,7 +158,6 @@ class MeasureOptions:
     target: float = SPREAD_TARGET
     warmup: int = 1
     whole_step: bool = True
-    updates: bool = True  # time each weighted layer's optimizer update too (LayerCost.update_ms)
     seed: int = 0
 
     def check(self) -> None:
@@ -277,7 +276,7 @@ UPDATE_PARAMS_PER_CALL = 1_000_000
 
 def _update_timer(weights: list[Any]) -> tuple[Callable[[], Any], int]:
     """Adam updates of variables shaped like ``weights``, with the fused kernel the runtime's per-device
-    optimizer uses (``ResourceApplyAdam``, with locking), on a random gradient, and how many updates one call
+    optimizer uses (:func:`hgpart.kinds.tfops.fused_adam`), on a random gradient, and how many updates one call
     applies. Its own variables, so the model's weights stay as they are. The update is memory-bound, so what it
     costs depends on the layer's size (whether its weights and slots fit in cache), which is why it is timed per
     layer rather than modelled from a rate."""
@@ -293,10 +292,7 @@ def _update_timer(weights: list[Any]) -> tuple[Callable[[], Any], int]:
     def update() -> None:
         for _ in range(repeats):  # unrolled: the updates of one variable run in order (they share it)
             for var, m, v, g in slots:
-                tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, beta1_power=tf.constant(0.9),
-                                             beta2_power=tf.constant(0.999), lr=tf.constant(1e-9),
-                                             beta1=tf.constant(0.9), beta2=tf.constant(0.999),
-                                             epsilon=tf.constant(1e-7), grad=g, use_locking=True)
+                tfops.fused_adam(var, m, v, g, t=1.0, lr=1e-9, beta_1=0.9, beta_2=0.999, epsilon=1e-7)
 
     return update, repeats
 
@@ -391,9 +387,9 @@ class _Rounds:
             item = _Timed(layer.name, fwd, fwd_bwd)
             self._guard(item, layer.keras_class, functools.partial(item.warm_up, self.opts.warmup))
             self.items.append(item)
-            if weights and self.opts.updates:
+            if weights:
                 fn, repeats = _update_timer(weights)
-                upd = _Timed(update_name(layer.name), None, fn, work_per_call=repeats)
+                upd = _Timed(_update_name(layer.name), None, fn, work_per_call=repeats)
                 self._guard(upd, f"{layer.keras_class} update", functools.partial(upd.warm_up, self.opts.warmup))
                 self.items.append(upd)
             bar.tick(layer.name)
@@ -478,7 +474,7 @@ def measure_profile(
     with _RoundBar(opts, progress) as bar:
         rounds.prepare(bar)
         rounds.run(bar)
-    layers = [_layer_cost(layer, rounds.item(layer.name), rounds.item(update_name(layer.name)), batch_size, opts)
+    layers = [_layer_cost(layer, rounds.item(layer.name), rounds.item(_update_name(layer.name)), batch_size, opts)
               for layer in graph.layers]
     step = rounds.item(STEP_NAME)
     machine = machine_info()

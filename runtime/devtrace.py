@@ -38,8 +38,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +93,10 @@ def op_devices(step: Any) -> dict[str, str]:
     return graph_devices(graph, var_devices, step.pm.host)
 
 
-def read_xspace(files: list[Path], node_part: dict[str, int]) -> tuple[list[OpEvent], int]:
-    """Kernel events of the XSpace files whose node maps to a part (see the module docstring)."""
+def xspace_kernels(files: list[Path]) -> Iterator[OpEvent]:
+    """Every kernel event of the profiler's XSpace files (part -1: not mapped to a device yet)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    events: list[OpEvent] = []
-    unmatched = 0
     for f in files:
         xs = xplane_pb2.XSpace()
         xs.ParseFromString(Path(f).read_bytes())
@@ -112,14 +110,22 @@ def read_xspace(files: list[Path], node_part: dict[str, int]) -> tuple[list[OpEv
                     if not meta.display_name or ":" not in meta.name:  # kernels carry their op type
                         continue
                     node, _, op_type = meta.name.rpartition(":")
-                    part = node_part.get(node)
-                    if part is None and op_type == "_Send":
-                        part = node_part.get(_SEND_SUFFIX.sub("", node))
-                    if part is None:
-                        unmatched += 1
-                        continue
-                    start_ns = (base_ps + ev.offset_ps) // 1000
-                    events.append(OpEvent(part, thread, node, op_type, start_ns, max(ev.duration_ps, 0) // 1000))
+                    yield OpEvent(-1, thread, node, op_type, (base_ps + ev.offset_ps) // 1000,
+                                  max(ev.duration_ps, 0) // 1000)
+
+
+def read_xspace(files: list[Path], node_part: dict[str, int]) -> tuple[list[OpEvent], int]:
+    """Kernel events of the XSpace files whose node maps to a part (see the module docstring)."""
+    events: list[OpEvent] = []
+    unmatched = 0
+    for ev in xspace_kernels(files):
+        part = node_part.get(ev.name)
+        if part is None and ev.op_type == "_Send":
+            part = node_part.get(_SEND_SUFFIX.sub("", ev.name))
+        if part is None:
+            unmatched += 1
+            continue
+        events.append(replace(ev, part=part))
     return events, unmatched
 
 

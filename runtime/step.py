@@ -37,6 +37,7 @@ import numpy as np
 from hgpart.runtime.partitioned import PartVariable, PlacedModel
 
 from hgpart.errors import HgpartError
+from hgpart.kinds.tfops import fused_adam
 
 __all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update", "restoring"]
 
@@ -227,8 +228,4 @@ def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> 
                                               momentum=tf.constant(o.momentum, g.dtype), use_locking=True)
         return
     m, v = slots
-    t = tf.cast(t, g.dtype)
-    tf.raw_ops.ResourceApplyAdam(var=w.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(o.beta_1, t),
-                                 beta2_power=tf.pow(o.beta_2, t), lr=tf.constant(o.lr, g.dtype),
-                                 beta1=tf.constant(o.beta_1, g.dtype), beta2=tf.constant(o.beta_2, g.dtype),
-                                 epsilon=tf.constant(o.epsilon, g.dtype), grad=g, use_locking=True)
+    fused_adam(w, m, v, g, t=t, lr=o.lr, beta_1=o.beta_1, beta_2=o.beta_2, epsilon=o.epsilon)

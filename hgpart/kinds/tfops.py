@@ -1,4 +1,5 @@
-"""TensorFlow ops shared by several kinds' runtime builders (TensorFlow is imported inside each function)."""
+"""TensorFlow ops shared by several kinds' runtime builders, and the fused Adam update that the runtime's
+per-device optimizers run and the profiler times (TensorFlow is imported inside each function)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from hgpart.errors import HgpartError
 
-__all__ = ["conv", "depthwise", "bias_act", "activation", "ACTIVATIONS"]
+__all__ = ["conv", "depthwise", "bias_act", "activation", "fused_adam", "ACTIVATIONS"]
 
 #: activation names the runtime executes (``softmax`` only as the model's last op)
 ACTIVATIONS = ("linear", "relu", "relu6", "sigmoid", "tanh", "softplus", "softsign", "swish", "silu", "gelu",
@@ -84,3 +85,17 @@ def activation(y: Any, act: str | None, cfg: dict[str, Any], *, final: bool) -> 
         return tf.where(y > 0, y, alpha * (tf.exp(y) - 1.0))
     raise HgpartError(f"activation {act!r} is not supported by the runtime", where="runtime",
                       fix="use one of " + ", ".join(ACTIVATIONS))
+
+
+def fused_adam(var: Any, m: Any, v: Any, grad: Any, *, t: Any, lr: float, beta_1: float, beta_2: float,
+               epsilon: float) -> Any:
+    """Keras 3's Adam update of ``var`` (slots ``m``, ``v``) by ``grad`` at 1-based step ``t``, as one fused
+    ``ResourceApplyAdam`` kernel with ``use_locking`` (see :func:`hgpart.runtime.step.apply_update` for why)."""
+    import tensorflow as tf
+
+    dt = grad.dtype
+    t = tf.cast(t, dt)
+    return tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(beta_1, t),
+                                        beta2_power=tf.pow(beta_2, t), lr=tf.constant(lr, dt),
+                                        beta1=tf.constant(beta_1, dt), beta2=tf.constant(beta_2, dt),
+                                        epsilon=tf.constant(epsilon, dt), grad=grad, use_locking=True)
