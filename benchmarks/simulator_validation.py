@@ -18,7 +18,9 @@ What it does, in this order, each step in its own process:
    run's placement. Images/s = images trained / training wall time (the pipeline fill included, evaluation not).
 3. Every measured run is simulated on the calibrated cluster with the same placement, batch size, mode and
    batches in flight / micro-batches (K). compare-run trains model parallelism through one whole-step function
-   (``TrainStep``), so the async strategies are simulated with ``pipeline=graph`` (calls do not overlap).
+   (``TrainStep``), so the async strategies are simulated with ``pipeline=graph`` (calls do not overlap; the
+   async data-parallel workers' calls, multi-device functions too, take turns). The cluster's
+   ``call_overhead_us`` (measured by ``hgpart calibrate``) starts every call.
 
 Writes ``OUT/validation.csv`` (``model,strategy,batch_size,measured_ips,predicted_ips,error``...), ``OUT/report.md``
 (median and worst absolute error, per model and per strategy, the load average at the start and end of every
@@ -102,7 +104,7 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
 
     method, B = run["method"], run["batch_size"]
     if method in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
-        opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k)
+        opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k, pipeline=SimPipeline.GRAPH)
         return simulate(_placement(placement), cluster, opts, hypergraph=_hypergraph(placement)).images_per_s
     mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
     opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=SimPipeline.GRAPH)

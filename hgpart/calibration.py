@@ -197,6 +197,9 @@ class Calibration:
     link_repeats: int
     quick: bool
     profiles: Path | None = None
+    call_seconds: float | None = None  # one call of a trivial step function on a worker (None: not measured)
+    #: the eager-copy fit when ``link`` is the fit of hops inside a function (None: ``link`` is the eager one)
+    eager_link: LinkFit | None = None
     date: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 
@@ -222,6 +225,12 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
                                      "bytes over the median time",
         },
     }
+    if cal.call_seconds is not None:
+        device["call_overhead_us"] = cal.call_seconds * 1e6
+        device["sources"]["call_overhead_us"] = (
+            f"{by}: median wall time of one call of a compiled function on worker 0 that is fed a "
+            "small input from the client and returns a scalar to it (runtime.linkbench): the fixed cost of "
+            "every step call the runtime makes")
     if cal.profiles is not None:
         device["profiles"] = str(cal.profiles)
         device["profile_cores"] = cal.cores_per_device
@@ -232,9 +241,17 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
     links: dict[str, Any] = {}
     if cal.link is not None:
         sizes = ", ".join(_bytes(s) for s in cal.link.sizes)
-        how = (f"{by}: eager tf.identity on worker 1 of a tensor on worker 0 (open_local(2)), {cal.link_repeats} "
-               f"copies per size of {sizes}, least squares fit of t = latency + bytes / bandwidth over the "
-               "medians, the client's dispatch cost taken off")
+        if cal.eager_link is not None:
+            how = (f"{by}: hops of a tensor between worker 0 and worker 1 inside one compiled function "
+                   f"(open_local(2); runtime.linkbench), {cal.link_repeats} samples per size of {sizes}, each the "
+                   "time of a function with N hops minus one with none, over N; least squares fit of "
+                   "t = latency + bytes / bandwidth over the medians. The step functions move feature maps so. "
+                   f"Eager copies measured {cal.eager_link.bandwidth / 1e9:.3f} GB/s and "
+                   f"{cal.eager_link.latency * 1e6:.1f} us")
+        else:
+            how = (f"{by}: eager tf.identity on worker 1 of a tensor on worker 0 (open_local(2)), "
+                   f"{cal.link_repeats} copies per size of {sizes}, least squares fit of t = latency + "
+                   "bytes / bandwidth over the medians, the client's dispatch cost taken off")
         links["intra_node"] = {
             "bandwidth_GBps": cal.link.bandwidth / 1e9,
             "latency_us": cal.link.latency * 1e6,

@@ -75,6 +75,7 @@ class DeviceSpec:
     efficiency: float | None = None
     profiles: Path | None = None  # folder of measured profiles of this device kind
     profile_cores: int | None = None  # only profiles measured with this many cores describe it (None: any)
+    call_overhead: float = 0.0  # s: the fixed wall time of one step call of the runtime (client feed and fetch)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -217,6 +218,7 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                         peak_flops=float(dev["peak_TFLOPs"]) * 1e12 if has_peak else None,
                         efficiency=float(dev["efficiency"]) if has_peak else None, profiles=profiles,
                         profile_cores=int(dev["profile_cores"]) if "profile_cores" in dev else None,
+                        call_overhead=float(dev.get("call_overhead_us", 0.0)) * 1e-6,
                         sources=dict(dev.get("sources", {})))
     links = d["links"]
     intra = _link(links.get("intra_node"), PortOwner.DEVICE)

@@ -6,6 +6,8 @@ Usage::
     m = measure_local_link(sizes=[4096, 2**20, 2**25], repeats=5, cores=[0, 1], cores_per_worker=1)
     m.seconds[2**20]      # one sample per repeat: seconds of a copy of 1 MiB, the dispatch baseline taken off
     m.baseline            # seconds of the same eager call when the tensor is already on worker 1
+    m.call                # seconds of one call of a trivial step function on worker 0 (fed and fetched)
+    m.hops[2**20]         # per repeat: seconds of one hop of 1 MiB inside a compiled function (w0 -> w1 or back)
 
 Why this way: the runtime's local workers exchange feature maps and gradients as TensorFlow copies between
 worker processes (gRPC on 127.0.0.1), so the link a simulation of ``--devices local`` needs is that copy. Each
@@ -15,6 +17,16 @@ worker 1, fetching the element) is measured on a tensor already on worker 1 and 
 left is the worker-to-worker copy. Every sample copies a tensor made for it, so no cached copy on worker 1 is
 reused. The fit of latency and bandwidth is not done here (the runtime does not model links):
 :func:`hgpart.calibration.fit_link` does it.
+
+Inside the runtime's step functions a transfer is not an eager copy but a send/receive pair of one compiled
+multi-device function, so the same session also times that: a function that makes a tensor on worker 0 and passes
+it ``HOPS`` times between the workers (each hop adds 1 on the receiving worker, so nothing can be folded away),
+against the same function with no hop; the difference over ``HOPS`` is the seconds of one hop of that size.
+
+The same session also times the runtime's fixed cost of one step call: a compiled function placed on worker 0 that
+takes a small input from the client and returns a scalar to it, doing next to no work. Every training step the
+runtime drives is such a call (the feed in, the loss back), so its wall time is a cost per call that no layer
+profile contains.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hgpart.runtime.cluster import guarded, open_local
 
@@ -41,6 +54,8 @@ class LinkSamples:
     seconds: dict[int, list[float]]
     baseline: float  # median seconds of the same call on a tensor already on worker 1 (taken off every sample)
     cores: tuple[tuple[int, ...], ...]  # the cores each worker was pinned to
+    call: float = 0.0  # median seconds of one call of a trivial step function on worker 0, fed and fetched
+    hops: dict[int, list[float]] | None = None  # per size, per repeat: seconds of one hop inside a function
 
 
 def measure_local_link(sizes: Sequence[int], *, repeats: int, cores: Sequence[int],
@@ -87,4 +102,67 @@ def _measure(src: str, dst: str, sizes: list[int], repeats: int,
             samples.append(max(copy_seconds(x) - base, 0.0))
             del x
         out[size] = samples
-    return LinkSamples(out, base, cores)
+    return LinkSamples(out, base, cores, _call_seconds(src, max(repeats, 5)),
+                       {size: _hop_seconds(src, dst, size, repeats) for size in sorted(set(int(s) for s in sizes))})
+
+
+#: hops of the in-function benchmark (even: the tensor ends where it started)
+HOPS = 8
+
+
+def _hop_seconds(src: str, dst: str, nbytes: int, repeats: int) -> list[float]:
+    """Per repeat, seconds of one hop of ``nbytes`` inside a compiled function (see the module docstring)."""
+    import tensorflow as tf
+
+    n = max(nbytes // 4, 1)
+
+    def chain(hops: int) -> Any:
+        @tf.function
+        def f(seed: tf.Tensor) -> tf.Tensor:
+            with tf.device(src):
+                t = tf.fill([n], seed)
+            for h in range(hops):
+                with tf.device(dst if h % 2 == 0 else src):
+                    t = t + 1.0
+            with tf.device(src):
+                return t[0]
+        return f
+
+    none, some = chain(0), chain(HOPS)
+    seed = tf.constant(1.0)
+    for f in (none, some):
+        for _ in range(2):  # trace, place and warm
+            f(seed).numpy()
+
+    def timed(f: Any) -> float:
+        t0 = time.perf_counter()
+        f(seed).numpy()
+        return time.perf_counter() - t0
+
+    base = statistics.median(timed(none) for _ in range(max(repeats, 3)))
+    return [max(timed(some) - base, 0.0) / HOPS for _ in range(repeats)]
+
+
+#: elements of the trivial step function's input (a few KiB: the feed's fixed cost, not its bandwidth)
+_CALL_INPUT = 1024
+
+
+def _call_seconds(device: str, repeats: int) -> float:
+    """Median wall seconds of one call of a compiled function on ``device``: fed from the client, a scalar back."""
+    import numpy as np
+    import tensorflow as tf
+
+    @tf.function
+    def step(x: tf.Tensor) -> tf.Tensor:
+        with tf.device(device):
+            return tf.reduce_sum(x)
+
+    x = np.ones(_CALL_INPUT, np.float32)
+    for _ in range(3):  # trace, place and warm the function
+        step(x).numpy()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step(x).numpy()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)

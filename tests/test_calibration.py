@@ -54,11 +54,11 @@ def test_a_fit_that_cannot_be_made_is_one_error(sizes: list[int], seconds: list[
     assert "\n" not in err.value.line()
 
 
-def _calibration(link: LinkFit | None, devices: int = 2) -> Calibration:
+def _calibration(link: LinkFit | None, devices: int = 2, call: float | None = None) -> Calibration:
     rate = ComputeRate(40e9, ("conv (conv2d, 16x16x64)", "fc (dense, 256)"), 32, "process_cpu", 0.5, "test CPU")
     return Calibration(cores_per_device=1, devices=devices, usable_cores=2, compute=rate,
                        memory_bytes=16 * 2**30, memory_bandwidth=10e9, memory_copy_bytes=2**25, link=link,
-                       link_repeats=3, quick=True, profiles=None)
+                       link_repeats=3, quick=True, profiles=None, call_seconds=call)
 
 
 def test_the_document_describes_pinned_workers_and_cites_every_figure() -> None:
@@ -74,6 +74,16 @@ def test_the_document_describes_pinned_workers_and_cites_every_figure() -> None:
     assert "32 MiB" in c.intra.sources["bandwidth_GBps"] and "4 KiB" in c.intra.sources["bandwidth_GBps"]
     one = cluster_from_dict(cluster_document(_calibration(None, devices=1)))  # one device: no link to describe
     assert one.devices_per_node == 1 and one.intra is None
+    assert c.device.call_overhead == 0.0 and "call_overhead_us" not in doc["device"]  # not measured: free calls
+    called = cluster_document(_calibration(None, devices=1, call=3.5e-3))
+    assert cluster_from_dict(called).device.call_overhead == pytest.approx(3.5e-3)
+    assert "step call" in called["device"]["sources"]["call_overhead_us"]
+    hops = dataclasses.replace(_calibration(fit_link(SIZES, [3e-4 + s / 2e9 for s in SIZES])),
+                               eager_link=fit_link(SIZES, [50e-6 + s / 1e9 for s in SIZES]))
+    inside = cluster_from_dict(cluster_document(hops)).intra
+    assert inside is not None and inside.latency == pytest.approx(3e-4, rel=1e-6)  # the in-function link is used
+    assert "inside one compiled function" in inside.sources["latency_us"] and "1.000 GB/s" in \
+        inside.sources["latency_us"]
 
 
 def test_without_a_calibration_this_machine_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,6 +127,7 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
     assert c.devices_per_node == len(os.sched_getaffinity(0))  # one device per core (--cores 1)
     if c.devices_per_node > 1:
         assert c.intra is not None and c.intra.bandwidth > 0 and math.isfinite(c.intra.latency)
+        assert 0 < c.device.call_overhead < 1.0 and "step call" in run.stdout  # measured: a call costs something
     assert not list(out.parent.glob("*.tmp")) and "measured by `hgpart calibrate --quick`" in \
         json.loads(out.read_text())["sources"]["calibration"]
     # the preset name finds it in the configuration folder, and `hgpart simulate --cluster this-machine` runs

@@ -89,9 +89,12 @@ def test_the_graph_pipeline_runs_one_batch_at_a_time_whatever_is_queued() -> Non
     graph = simulate(pl, cluster, SimOptions(batch_size=8, inflight=2, pipeline=SimPipeline.GRAPH))
     assert graph.images_per_s == pytest.approx(one.images_per_s, rel=1e-12)
     assert graph.inflight == 1 and stages.images_per_s > one.images_per_s
-    sync = SimOptions(batch_size=8, inflight=2, mode=Mode.SYNC)  # one function of M micro-batches either way
-    assert simulate(pl, cluster, sync).step_s == simulate(
-        pl, cluster, dataclasses.replace(sync, pipeline=SimPipeline.GRAPH)).step_s
+    # sync: the micro-batches of the one function advance together (they share each worker's cores), so at a
+    # FLOP rate (the same cost per sample at every batch) it is one micro-batch of B, slower than the stages'
+    sync = SimOptions(batch_size=8, inflight=2, mode=Mode.SYNC)
+    together = simulate(pl, cluster, dataclasses.replace(sync, pipeline=SimPipeline.GRAPH))
+    assert together.step_s == simulate(pl, cluster, dataclasses.replace(sync, inflight=1)).step_s
+    assert together.step_s > simulate(pl, cluster, sync).step_s
 
 
 def test_sync_data_parallelism_equals_paradl() -> None:
@@ -166,6 +169,39 @@ def test_a_measured_profile_of_the_device_kind_replaces_the_flop_rate(tmp_path: 
     # the cost model gives the input layer no work (its vertices weigh nothing): all other layers are charged
     assert compute == pytest.approx(times.total() - times.forward["input"] - times.backward["input"], rel=1e-12)
     assert "measured profile" in res.compute_source
+
+
+@pytest.mark.parametrize("grain", ["coarse", "fine"])
+def test_a_profiles_measured_updates_are_what_each_part_and_replica_applies(tmp_path: Path, grain: str) -> None:
+    from hgpart.profile import LayerCost, Profile
+    from hgpart.simulate.costs import update_seconds
+
+    graph = toy_network()
+    measured = {layer.name: 0.5 + i for i, layer in enumerate(graph.layers) if layer.params}
+    costs = [LayerCost(layer.name, 1.0, 2.0, layer.flops, layer.params, 0, update_ms=measured.get(layer.name))
+             for layer in graph.layers]
+    Profile(graph.name, graph.input_shape, 8, "measured", graph.fingerprint(), costs).save(tmp_path / "p.json")
+    cluster = _cluster(profiles=str(tmp_path))
+    total = sum(measured.values()) / 1000.0
+    bandwidth = update_seconds(sum(layer.params for layer in graph.layers), cluster.device, "adam")
+    assert total != pytest.approx(bandwidth, rel=0.1)  # the two models differ, so the test tells them apart
+
+    def updates(res: Any) -> list[float]:
+        return [t.end - t.start for t in res.tasks if t.kind is TaskKind.UPDATE]
+
+    pl = _placement(k=3, grain=grain, seed=2)
+    mp = updates(simulate(pl, cluster, SimOptions(batch_size=8, inflight=1, jobs=1)))
+    assert len(mp) == 3 and sum(mp) == pytest.approx(total, rel=1e-9)
+    single = updates(simulate(pl, cluster, SimOptions(batch_size=8, strategy=SimStrategy.SINGLE, jobs=1)))
+    assert single == [pytest.approx(total, rel=1e-9)]
+    ps = simulate(pl, cluster, SimOptions(batch_size=8, strategy=SimStrategy.ASYNC_DP_DPS, devices=2, jobs=2))
+    assert sum(updates(ps)) == pytest.approx(2 * total, rel=1e-9)  # each of the 2 jobs updates every shard once
+    sgd = updates(simulate(pl, cluster, SimOptions(batch_size=8, strategy=SimStrategy.SINGLE, jobs=1,
+                                                   optimizer="sgd")))
+    assert sgd == [pytest.approx(total * 12 / 28, rel=1e-9)]  # Adam's measured kernel, scaled by the bytes
+    without = _cluster()  # the FLOP rate and no profile: the bandwidth model
+    assert updates(simulate(pl, without, SimOptions(batch_size=8, strategy=SimStrategy.SINGLE, jobs=1))) == [
+        pytest.approx(bandwidth, rel=1e-9)]
 
 
 def test_plan_ranks_fitting_plans_by_epoch_time_and_says_why_losers_lose() -> None:

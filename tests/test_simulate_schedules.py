@@ -14,7 +14,14 @@ from hgpart.simulate.engine import Engine, Task, TaskKind
 from hgpart.simulate.mpgraph import Message, MPTemplate, Unit
 from hgpart.simulate.run import ClusterDevices
 from hgpart.simulate.timeline import critical_path, device_times
-from hgpart.simulate.workloads import Mode, ModelParallel, RingDataParallel, run_jobs
+from hgpart.simulate.workloads import (
+    AsyncDataParallel,
+    Mode,
+    ModelParallel,
+    RingDataParallel,
+    SingleDevice,
+    run_jobs,
+)
 
 
 class FixedLinks:
@@ -106,6 +113,43 @@ def _cluster(port_per: str) -> ClusterDevices:
         "format": "hgpart.cluster/1", "name": "toy", "nodes": 3, "devices_per_node": 1,
         "device": {"kind": "toy", "peak_TFLOPs": 1.0, "efficiency": 1.0, "memory_GiB": 1, "memory_bandwidth_GBps": 1},
         "links": {"inter_node": {"bandwidth_GBps": 1.0, "latency_us": 0.0, "port_per": port_per}}}))
+
+
+def test_every_call_starts_with_the_clients_call_cost() -> None:
+    # call 0.25 on the client, then forward 1, backward 2, update 0.5; the next call starts when the step ends
+    wl = SingleDevice(1.0, 2.0, 0.5, 8, FixedLinks(0.25, 128.0), call_s=0.25)
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=2)
+    t = _by_name(eng)
+    expect = {"call b0": (0.0, 0.25), "fwd b0": (0.25, 1.25), "bwd b0": (1.25, 3.25), "update b0": (3.25, 3.75),
+              "call b1": (3.75, 4.0), "fwd b1": (4.0, 5.0), "bwd b1": (5.0, 7.0), "update b1": (7.0, 7.5)}
+    assert {n: (t[n].start, t[n].end) for n in expect} == expect
+    assert t["call b0"].kind is TaskKind.CALL and t["call b0"].resources == ("client",)
+    assert run.images_per_s() == 8 / 3.75
+
+
+def test_serial_async_data_parallel_workers_take_turns() -> None:
+    # one parameter server (device 0) holds 16 parameters: a pull or push of 64 bytes takes 0.25 + 64 / 128 = 0.75
+    # job 0, worker 0 (the server): call [0, .25], fwd [.25, 1.25], bwd [1.25, 2.25], update [2.25, 2.75]
+    # job 1, worker 1: call [2.75, 3], pull [3, 3.75], fwd [3.75, 4.75], bwd [4.75, 5.75], push [5.75, 6.5],
+    #                  update on the server [6.5, 7]
+    def workers(serial: bool) -> tuple[Engine, dict[str, Task]]:
+        wl = AsyncDataParallel(2, 1.0, 1.0, [16.0, 0.0], [0.5, 0.0], 4, FixedLinks(0.25, 128.0), call_s=0.25,
+                               serial=serial)
+        eng = Engine()
+        run_jobs(eng, wl, jobs=2)
+        return eng, _by_name(eng)
+
+    _, t = workers(True)
+    expect = {"call w0 j0": (0.0, 0.25), "fwd w0 j0": (0.25, 1.25), "bwd w0 j0": (1.25, 2.25),
+              "update p0 from w0 j0": (2.25, 2.75), "call w1 j1": (2.75, 3.0), "pull p0->w1 j1": (3.0, 3.75),
+              "fwd w1 j1": (3.75, 4.75), "bwd w1 j1": (4.75, 5.75), "push w1->p0 j1": (5.75, 6.5),
+              "update p0 from w1 j1": (6.5, 7.0)}
+    assert {n: (t[n].start, t[n].end) for n in expect} == expect
+    # concurrent workers: the second call waits only for the client, then runs beside the first job
+    _, c = workers(False)
+    assert (c["call w0 j0"].start, c["call w1 j1"].start) == (0.0, 0.25)
+    assert c["fwd w1 j1"].start == 0.25 + 0.25 + 0.75 < c["update p0 from w0 j0"].end
 
 
 def test_a_link_shared_by_two_transfers() -> None:

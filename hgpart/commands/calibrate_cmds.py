@@ -53,6 +53,8 @@ def calibrate_cmd(
     rate = compute_rate(cores=cores, quick=quick)  # pins this process: before TensorFlow starts anything else
     os.sched_setaffinity(0, set(usable))  # the client of the link benchmark runs unpinned, as in training
     link: LinkFit | None = None
+    eager: LinkFit | None = None
+    call: float | None = None
     repeats = 3 if quick else 15
     if devices >= 2:
         from hgpart.runtime.linkbench import measure_local_link
@@ -60,12 +62,17 @@ def calibrate_cmd(
         samples = measure_local_link(QUICK_LINK_SIZES if quick else LINK_SIZES, repeats=repeats, cores=usable,
                                      cores_per_worker=cores)
         sizes = sorted(samples.seconds)
-        link = fit_link(sizes, [statistics.median(samples.seconds[s]) for s in sizes])
+        eager = fit_link(sizes, [statistics.median(samples.seconds[s]) for s in sizes])
+        hops = samples.hops or {}
+        # the step functions' transfers are send/receive pairs inside one function: that link, if it was measured
+        link = fit_link(sorted(hops), [statistics.median(hops[s]) for s in sorted(hops)]) if hops else eager
+        call = samples.call
     else:
         con.print(f"one device of {cores} core(s) fills the {len(usable)} usable cores: no link to measure")
     cal = Calibration(cores_per_device=cores, devices=devices, usable_cores=len(usable), compute=rate,
                       memory_bytes=machine_memory_bytes(), memory_bandwidth=mem_bw, memory_copy_bytes=copy_bytes,
-                      link=link, link_repeats=repeats, quick=quick, profiles=repo_profiles())
+                      link=link, link_repeats=repeats, quick=quick, profiles=repo_profiles(),
+                      call_seconds=call, eager_link=eager if eager is not link else None)
     doc = cluster_document(cal)
     write_json(target, doc, what="cluster file")
     print_calibration(con, cal)
@@ -86,9 +93,17 @@ def print_calibration(con: Console, cal: Calibration) -> None:
     if cal.link is not None:
         lk = cal.link
         tab.add_row("link bandwidth", f"{lk.bandwidth / 1e9:.3f} GB/s",
-                    f"worker 0 -> worker 1, {len(lk.sizes)} sizes {lk.sizes[0]} .. {lk.sizes[-1]} B, "
-                    f"{cal.link_repeats} copies each")
+                    f"{'hops inside one function' if cal.eager_link is not None else 'eager copies'}, worker 0 "
+                    f"<-> worker 1, {len(lk.sizes)} sizes {lk.sizes[0]} .. {lk.sizes[-1]} B, "
+                    f"{cal.link_repeats} samples each")
         tab.add_row("link latency", f"{lk.latency * 1e6:.1f} us", "intercept of the least squares fit")
+    if cal.eager_link is not None:
+        ek = cal.eager_link
+        tab.add_row("link, eager copies", f"{ek.bandwidth / 1e9:.3f} GB/s, {ek.latency * 1e6:.1f} us",
+                    "tf.identity of a tensor on the other worker, the call's own cost taken off (not used)")
+    if cal.call_seconds is not None:
+        tab.add_row("step call", f"{cal.call_seconds * 1e3:.2f} ms",
+                    "one call of a trivial compiled function on worker 0, fed and fetched by the client")
     tab.add_row("profiles", str(cal.profiles) if cal.profiles else "-",
                 f"profiles made on {cal.cores_per_device} core(s) replace the FLOP rate for their models")
     con.print(tab)

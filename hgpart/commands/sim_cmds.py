@@ -29,7 +29,7 @@ def simulate_cmd(
     inflight: int = typer.Option(0, "--inflight", help="batches in flight / micro-batches (0 = K)"),
     pipeline: str = typer.Option("stages", "--pipeline", help="async model parallelism as the runtime runs it: "
                                  "stages (batches in flight overlap) | graph (one function per step: one batch "
-                                 "on the devices at a time)"),
+                                 "on the devices at a time; async data-parallel workers take turns)"),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="mini-batch size (0 = the placement's)"),
     devices: int = typer.Option(0, "--devices", help="data-parallel replicas (0 = the placement's K)"),
     optimizer: str = typer.Option("adam", "--optimizer", help="sgd | momentum | adam"),

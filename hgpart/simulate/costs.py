@@ -5,6 +5,7 @@ Usage::
     t = layer_times(graph, cluster.device, batch=32)
     t.forward["block1_conv1"], t.backward["block1_conv1"], t.source
     update_seconds(params=1_000_000, device=cluster.device, optimizer="adam")
+    u = layer_update_seconds(graph, t, cluster.device, optimizer="adam")   # per layer, the whole layer's update
 
 A device kind with a ``profiles`` folder uses the measured profile of the model (same fingerprint) whose batch size
 is nearest, scaled linearly to the batch asked for; with ``profile_cores`` only profiles measured with that many
@@ -12,12 +13,14 @@ cores count (a one-core worker is not described by a profile of the whole machin
 FLOP counts are divided by the sustained rate (peak x efficiency), and the backward pass costs
 :data:`hgpart.profile.BACKWARD_FLOP_FACTOR` times the forward one (input and weight gradients). An optimizer
 update is memory-bound: it streams the bytes of :data:`UPDATE_BYTES` per parameter through the device's memory
-bandwidth.
+bandwidth, unless the profile measured it: a profile with ``update_ms`` timed each weighted layer's update with
+the fused Adam kernel the runtime runs, and :func:`layer_update_seconds` uses that (scaled by the bytes another
+optimizer streams), since the kernel's speed on small and large tensors is not a bandwidth figure.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hgpart.cluster import DeviceSpec
@@ -26,7 +29,7 @@ from hgpart.layergraph import LayerGraph
 from hgpart.metrics import OPTIMIZER_SLOTS
 from hgpart.profile import BACKWARD_FLOP_FACTOR, Profile
 
-__all__ = ["LayerTimes", "layer_times", "update_seconds", "UPDATE_BYTES"]
+__all__ = ["LayerTimes", "layer_times", "layer_update_seconds", "update_seconds", "UPDATE_BYTES"]
 
 #: bytes read and written per parameter by one update, float32: parameter, gradient and each optimizer slot are
 #: read, parameter and slots written (sgd 3 x 4, momentum 5 x 4, adam 7 x 4)
@@ -41,6 +44,8 @@ class LayerTimes:
     backward: dict[str, float]
     batch: int
     source: str
+    #: measured seconds of one Adam update of each weighted layer (independent of the batch); empty: not measured
+    update: dict[str, float] = field(default_factory=dict)
 
     def total(self) -> float:
         return sum(self.forward.values()) + sum(self.backward.values())
@@ -54,9 +59,11 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
         prof = _matching_profile(graph, device.profiles, batch, cores=device.profile_cores)
         if prof is not None:
             scale = batch / prof.batch_size / 1000.0
+            update = {c.name: c.update_ms / 1000.0 for c in prof.layers if c.update_ms is not None}
             return LayerTimes({c.name: c.forward_ms * scale for c in prof.layers},
                               {c.name: c.backward_ms * scale for c in prof.layers}, batch,
-                              f"measured profile of {device.kind} at batch {prof.batch_size}, scaled to {batch}")
+                              f"measured profile of {device.kind} at batch {prof.batch_size}, scaled to {batch}",
+                              update)
     rate = device.rate_flops
     if rate is None:
         raise MissingProfileError(f"no measured profile of {graph.name} {list(graph.input_shape)} in "
@@ -87,10 +94,23 @@ def _matching_profile(graph: LayerGraph, folder: Path, batch: int, *, cores: int
     return best
 
 
-def update_seconds(params: float, device: DeviceSpec, optimizer: str) -> float:
-    """Seconds of one optimizer update of ``params`` parameters on ``device`` (memory-bound)."""
+def _update_bytes(optimizer: str) -> int:
     per = UPDATE_BYTES.get(optimizer)
     if per is None:
         raise BadOptionError(f"unknown optimizer {optimizer!r}", where="--optimizer", option="--optimizer",
                              value=optimizer, fix=f"use one of {sorted(UPDATE_BYTES)}")
-    return float(params) * per / device.memory_bandwidth
+    return per
+
+
+def update_seconds(params: float, device: DeviceSpec, optimizer: str) -> float:
+    """Seconds of one optimizer update of ``params`` parameters on ``device`` (memory-bound)."""
+    return float(params) * _update_bytes(optimizer) / device.memory_bandwidth
+
+
+def layer_update_seconds(graph: LayerGraph, times: LayerTimes, device: DeviceSpec, optimizer: str
+                         ) -> dict[str, float]:
+    """Seconds of one update of each layer's parameters (0 for a layer without any): measured where ``times``
+    has it (Adam's, scaled by ``UPDATE_BYTES[optimizer] / UPDATE_BYTES["adam"]``), else :func:`update_seconds`."""
+    scale = _update_bytes(optimizer) / UPDATE_BYTES["adam"]
+    return {layer.name: (times.update[layer.name] * scale if layer.name in times.update and layer.params
+                         else update_seconds(layer.params, device, optimizer)) for layer in graph.layers}

@@ -38,6 +38,7 @@ class TaskKind(Enum):
     COMPUTE = "compute"  # forward or backward work on a device
     UPDATE = "update"  # an optimizer update on a device
     SEND = "send"  # a transfer from ``device`` to ``peer`` on the ports of their route
+    CALL = "call"  # the runtime's client starting one step call (feed in, loss back); holds the client
     MARK = "mark"  # a zero-length join point (end of a step); holds nothing
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from hgpart.cluster import Cluster
 from hgpart.kinds import Role
 from hgpart.layergraph import LayerGraph
-from hgpart.simulate.costs import LayerTimes, update_seconds
+from hgpart.simulate.costs import LayerTimes, layer_update_seconds
 
 __all__ = ["ParaDLInputs", "paradl_inputs", "data_parallel_epoch", "filter_parallel_epoch", "channel_parallel_epoch"]
 
@@ -51,12 +51,13 @@ def paradl_inputs(graph: LayerGraph, times: LayerTimes, cluster: Cluster, *, opt
     layers = graph.layers
     weighted = [i for i, layer in enumerate(layers) if layer.definition.role is Role.VERTEX]
     fwbw, wu, params, y = [], [], [], []
+    update = layer_update_seconds(graph, times, cluster.device, optimizer)
     for n, i in enumerate(weighted):
         stop = weighted[n + 1] if n + 1 < len(weighted) else len(layers)
         group = layers[i:stop]  # the weighted layer and the fused layers that follow it
         fwbw.append(sum(times.forward[g.name] + times.backward[g.name] for g in group) / times.batch)
         params.append(float(sum(g.params for g in group)))
-        wu.append(update_seconds(params[-1], cluster.device, optimizer))
+        wu.append(sum(update[g.name] for g in group))
         y.append(float(math.prod(group[-1].output_shape)))
     route = cluster.route(0, 1) if cluster.num_devices > 1 else None
     alpha = route.link.latency if route else 0.0

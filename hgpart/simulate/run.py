@@ -34,9 +34,9 @@ from hgpart.hypergraph import Hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
 from hgpart.placement import Placement
-from hgpart.simulate.costs import LayerTimes, layer_times, update_seconds
+from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds
 from hgpart.simulate.engine import Engine, Task
-from hgpart.simulate.mpgraph import mp_template
+from hgpart.simulate.mpgraph import MPTemplate, mp_template
 from hgpart.simulate.timeline import DeviceTime, PathStep, chrome_trace, critical_path, device_times
 from hgpart.simulate.workloads import (
     AsyncDataParallel,
@@ -61,9 +61,13 @@ class SimPipeline(Enum):
     """How the runtime executes async model parallelism (``hgpart train --pipeline``).
 
     ``stages``: one function per pipeline stage, so batches in flight overlap on the devices (the simulator's
-    pipeline). ``graph``: one multi-device function per step; TensorFlow runs two calls of it one after the other on
+    pipeline). ``graph``: one multi-device function per step (async, and sync: there the micro-batches of the one
+    call run their ops at once on each worker's inter-op threads, sharing its cores, so they advance together
+    instead of as a pipeline); TensorFlow runs two calls of it one after the other on
     the workers (``benchmarks/results/step_breakdown/overlap_probe.txt``), so however many batches are queued,
-    one is on the devices at a time: the parts of one batch still overlap where its dependencies allow.
+    one is on the devices at a time: the parts of one batch still overlap where its dependencies allow. The same
+    holds for the runtime's asynchronous data parallelism, whose workers' calls are multi-device functions too
+    (they read and update parameters on other devices): with ``graph`` the workers take turns.
     """
 
     STAGES = "stages"
@@ -100,7 +104,7 @@ class SimOptions:
     optimizer: str = "adam"
     images: int = 10_240
     jobs: int = 0  # jobs to simulate (0: enough for a steady state)
-    pipeline: SimPipeline = SimPipeline.STAGES  # async model parallelism: overlapping stages or one function
+    pipeline: SimPipeline = SimPipeline.STAGES  # async MP (and async DP): overlapping calls or one at a time
 
 
 @dataclass(frozen=True)
@@ -212,13 +216,30 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
         raise BadOptionError(f"batch size {batch} is not divisible into {n} micro-batches", where="--inflight",
                              option="--inflight", value=n, fix="use a batch size divisible by --inflight")
     micro = batch if opts.mode is Mode.ASYNC else batch // n
-    tpl = mp_template(pl, times, micro_batch=micro)
-    ups = [update_seconds(p, cluster.device, opts.optimizer) for p in tpl.part_params]
-    wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, n)
+    if micro != times.batch:  # a layer's time per sample depends on the batch it runs at: the profile nearest it
+        times = layer_times(pl.graph, cluster.device, batch=micro)
+    together = opts.mode is Mode.SYNC and opts.pipeline is SimPipeline.GRAPH
+    # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together
+    # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample
+    tpl = mp_template(pl, times, micro_batch=batch if together else micro)
+    ups = _part_updates(tpl, pl.graph, layer_update_seconds(pl.graph, times, cluster.device, opts.optimizer))
+    wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
+                       call_s=cluster.device.call_overhead)
     kept = n if opts.mode is Mode.ASYNC else 1
     settings = MemorySettings(batch_size=batch, inflight=kept, optimizer=Optimizer.parse(opts.optimizer))
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
     return wl, [DeviceMemory.of(p, m, cluster.device.memory_bytes) for p, m in enumerate(mem)], n
+
+
+def _part_updates(tpl: MPTemplate, graph: LayerGraph, per_layer: dict[str, float]) -> list[float]:
+    """Seconds of each part's update: every layer's update shared out by the parameters each part holds."""
+    assert tpl.hg is not None and tpl.parts is not None  # mp_template builds both
+    params = {layer.name: layer.params for layer in graph.layers}
+    rate = np.zeros(tpl.hg.num_vertices)
+    for b in tpl.hg.blocks:
+        if params.get(b.layer):
+            rate[b.start : b.stop] = per_layer[b.layer] / params[b.layer]
+    return [float(s) for s in np.bincount(tpl.parts, weights=tpl.hg.vertex_params * rate, minlength=tpl.k)]
 
 
 def _replica_memory(pl: Placement, batch: int, optimizer: str, hg: Hypergraph | None) -> PartMemory:
@@ -236,33 +257,41 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
         raise BadOptionError(f"batch size {batch} is not divisible by {n} replicas", where="--batch-size",
                              option="--batch-size", value=batch, fix="use a multiple of the device count")
     share = batch // n
+    if share != times.batch:  # each replica runs at B / N: the profile nearest that batch
+        times = layer_times(graph, cluster.device, batch=share)
     fwd = sum(times.forward.values()) * share / times.batch
     bwd = sum(times.backward.values()) * share / times.batch
     params = float(sum(layer.params for layer in graph.layers))
     where = ClusterDevices(cluster)
     cap = cluster.device.memory_bytes
     rep = _replica_memory(pl, share, opts.optimizer, hg)
-    full_update = update_seconds(params, cluster.device, opts.optimizer)
+    per_layer = layer_update_seconds(graph, times, cluster.device, opts.optimizer)
+    full_update = sum(per_layer.values())
+    call = cluster.device.call_overhead
     if opts.strategy is SimStrategy.SINGLE:
-        return SingleDevice(fwd, bwd, full_update, batch, where), [DeviceMemory.of(0, rep, cap)], 1
+        return SingleDevice(fwd, bwd, full_update, batch, where, call_s=call), [DeviceMemory.of(0, rep, cap)], 1
     if opts.strategy is SimStrategy.SYNC_DP:
-        wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where)
+        wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where, call_s=call)
         return wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1
-    shards = _shards(graph, n, opts.strategy)
-    ups = [update_seconds(s, cluster.device, opts.optimizer) for s in shards]
+    shards, ups = _shards(graph, n, opts.strategy, per_layer)
     slots = Optimizer.parse(opts.optimizer).slots
     mem = [DeviceMemory.of(d, rep, cap, optimizer=slots * shards[d] * DTYPE_BYTES) for d in range(n)]
-    return AsyncDataParallel(n, fwd, bwd, shards, ups, share, where), mem, n
+    serial = opts.pipeline is SimPipeline.GRAPH
+    return AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=call, serial=serial), mem, n
 
 
-def _shards(graph: LayerGraph, n: int, strategy: SimStrategy) -> list[float]:
-    """Parameters held by each device acting as a parameter server (layer by layer, greedily for distributed)."""
-    sizes = [float(layer.params) for layer in graph.layers if layer.params]
-    out = [0.0] * n
+def _shards(graph: LayerGraph, n: int, strategy: SimStrategy, per_layer: dict[str, float]
+            ) -> tuple[list[float], list[float]]:
+    """Parameters held by each device acting as a parameter server (layer by layer, greedily for distributed),
+    and the seconds of its update of them."""
+    weighted = [layer for layer in graph.layers if layer.params]
+    sizes = [float(layer.params) for layer in weighted]
+    out, ups = [0.0] * n, [0.0] * n
     owners = [0] * len(sizes) if strategy is SimStrategy.ASYNC_DP_1PS else greedy_shards(sizes, n)
-    for size, o in zip(sizes, owners, strict=True):
+    for layer, size, o in zip(weighted, sizes, owners, strict=True):
         out[o] += size
-    return out
+        ups[o] += per_layer[layer.name]
+    return out, ups
 
 
 def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: Hypergraph | None = None

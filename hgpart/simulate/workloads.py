@@ -19,7 +19,13 @@ busy: whenever a job ends, its slot takes the next job. What a job is:
   (``2 (N - 1)`` rounds, each sending one ``1 / N`` chunk to the next replica and waiting for the chunk from the
   previous one), then every replica's update;
 * async DP: worker ``w`` (slot ``w``) pulls the parameters it does not hold, computes ``B / N`` samples, pushes the
-  gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed).
+  gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed). With
+  ``serial`` the workers' calls run one at a time, in turn (one slot): what hgpart's runtime does, since its
+  client runs calls of multi-device functions one after the other (``SimPipeline.GRAPH``).
+
+Every job is one call of a step function by the runtime's client. With ``call_s`` > 0 it starts with a
+:attr:`~hgpart.simulate.engine.TaskKind.CALL` task of that many seconds on the ``client`` resource, before any of
+its work: the fixed cost of a call (dispatch, the feed, the loss fetched back) that no layer time contains.
 """
 
 from __future__ import annotations
@@ -118,6 +124,17 @@ def _mark(eng: Engine, name: str, job: int, deps: Sequence[int]) -> int:
     return eng.add(Task(name, TaskKind.MARK, 0.0, batch=job, deps=tuple(deps)))
 
 
+#: the resource every step call holds while the client starts it
+CLIENT = "client"
+
+
+def _call(eng: Engine, name: str, seconds: float, device: int, job: int) -> tuple[int, ...]:
+    """The call that starts job ``job`` (nothing when calls are free): what its first tasks wait for."""
+    if seconds <= 0:
+        return ()
+    return (eng.add(Task(name, TaskKind.CALL, seconds, (CLIENT,), device=device, batch=job)),)
+
+
 @dataclass
 class ModelParallel:
     """A placement's parts on ``devices[p]``; ``update_s[p]`` is part p's optimizer update."""
@@ -128,6 +145,7 @@ class ModelParallel:
     update_s: Sequence[float]
     mode: Mode
     inflight: int
+    call_s: float = 0.0
 
     @property
     def slots(self) -> int:
@@ -140,9 +158,10 @@ class ModelParallel:
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         micro = 1 if self.mode is Mode.ASYNC else self.inflight
         back: dict[int, list[int]] = {}
+        after = _call(eng, f"call b{job}", self.call_s, self.devices[0], job)
         for m in range(micro):
             tag = f" b{job}" + (f".{m}" if micro > 1 else "")
-            bt = add_batch(eng, self.tpl, self._place, self.where.transfer, batch=job, tag=tag)
+            bt = add_batch(eng, self.tpl, self._place, self.where.transfer, batch=job, tag=tag, after=after)
             for p, ids in bt.backward_of_part.items():
                 back.setdefault(p, []).extend(ids)
         ups = [_update(eng, f"update part {p} b{job}", self.update_s[p], *self._place(p), job, back.get(p, []))
@@ -160,10 +179,12 @@ class SingleDevice:
     batch: int
     where: Devices
     slots: int = 1
+    call_s: float = 0.0
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         res = self.where.compute(0)
-        f = eng.add(Task(f"fwd b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=0, batch=job))
+        after = _call(eng, f"call b{job}", self.call_s, 0, job)
+        f = eng.add(Task(f"fwd b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=0, batch=job, deps=after))
         b = eng.add(Task(f"bwd b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=0, batch=job, deps=(f,)))
         return _update(eng, f"update b{job}", self.update_s, 0, res, job, (b,)), self.batch
 
@@ -180,13 +201,16 @@ class RingDataParallel:
     batch: int
     where: Devices
     slots: int = 1
+    call_s: float = 0.0
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         n = self.n
         back = []
+        after = _call(eng, f"call b{job}", self.call_s, 0, job)
         for i in range(n):
             res = self.where.compute(i)
-            f = eng.add(Task(f"fwd r{i} b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=i, batch=job))
+            f = eng.add(Task(f"fwd r{i} b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=i, batch=job,
+                             deps=after))
             back.append(eng.add(Task(f"bwd r{i} b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=i,
                                      batch=job, deps=(f,))))
         got = back  # got[i]: what replica i must have before its next send
@@ -228,18 +252,21 @@ class AsyncDataParallel:
     worker_batch: int
     where: Devices
     dtype_bytes: int = 4
+    call_s: float = 0.0
+    serial: bool = False
 
     @property
     def slots(self) -> int:
-        return self.n
+        return 1 if self.serial else self.n
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
-        w = slot
+        w = job % self.n if self.serial else slot
         res = self.where.compute(w)
+        after = _call(eng, f"call w{w} j{job}", self.call_s, w, job)
         owners = [o for o in range(self.n) if self.shard_params[o] > 0]
-        pulls = [self._send(eng, f"pull p{o}->w{w} j{job}", o, w, o, job, ()) for o in owners if o != w]
+        pulls = [self._send(eng, f"pull p{o}->w{w} j{job}", o, w, o, job, after) for o in owners if o != w]
         f = eng.add(Task(f"fwd w{w} j{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=w, batch=job,
-                         deps=tuple(pulls)))
+                         deps=tuple(pulls) or after))
         b = eng.add(Task(f"bwd w{w} j{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=w, batch=job,
                          deps=(f,)))
         ups = []
