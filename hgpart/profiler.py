@@ -518,9 +518,15 @@ def profile_model(
                            samples_out=samples_out)
 
 
+#: the CLI's default --max-rounds is this many times --repeats: a profile that cannot pin a layer down samples
+#: for longer, so it averages over more of a shared machine's drift (benchmarks/results/profile_stability/)
+MAX_ROUNDS_PER_REPEAT = 9
+
+
 def rounds_for(repeats: int, max_rounds: int | None) -> tuple[int, int]:
-    """(min, max) rounds from the CLI's --repeats and --max-rounds (default three times the repeats)."""
-    return repeats, max_rounds if max_rounds is not None else max(repeats, 3 * repeats)
+    """(min, max) rounds from the CLI's --repeats and --max-rounds (default :data:`MAX_ROUNDS_PER_REPEAT` times
+    the repeats)."""
+    return repeats, max_rounds if max_rounds is not None else max(repeats, MAX_ROUNDS_PER_REPEAT * repeats)
 
 
 def options_from(

@@ -96,7 +96,7 @@ def profile(
     batch_size: int = typer.Option(32, "--batch-size", "-b", help="batch size B"),
     repeats: int = typer.Option(5, "--repeats", help="sampling rounds at least (every layer is sampled once a round)"),
     max_rounds: int | None = typer.Option(None, "--max-rounds", help="rounds at most, for layers above the "
-                                          "--target spread (default 3 x --repeats)"),
+                                          "--target spread (default 9 x --repeats)"),
     target: float = typer.Option(0.05, "--target", help="relative 95 % confidence half-width a layer is sampled to"),
     clock: str = typer.Option("process_cpu", "--clock", help="process_cpu (CPU time of the process: time other "
                               "processes take is not counted) or wall"),
