@@ -206,8 +206,17 @@ def _check(n: int, cluster: Cluster, what: str) -> None:
                              where="--cluster", fix="use a smaller K or a larger cluster")
 
 
-def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes
-                    ) -> tuple[Workload, list[DeviceMemory], int]:
+@dataclass(frozen=True)
+class _Built:
+    """A strategy made into a workload: its memory per device, batches in flight, and where its times came from."""
+
+    workload: Workload
+    memory: list[DeviceMemory]
+    inflight: int
+    source: str
+
+
+def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes) -> _Built:
     k, n = pl.k, opts.inflight or pl.k
     _check(k, cluster, f"a {k}-part placement")
     if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
@@ -228,7 +237,8 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     kept = n if opts.mode is Mode.ASYNC else 1
     settings = MemorySettings(batch_size=batch, inflight=kept, optimizer=Optimizer.parse(opts.optimizer))
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
-    return wl, [DeviceMemory.of(p, m, cluster.device.memory_bytes) for p, m in enumerate(mem)], n
+    return _Built(wl, [DeviceMemory.of(p, m, cluster.device.memory_bytes) for p, m in enumerate(mem)], n,
+                  times.source)
 
 
 def _part_updates(tpl: MPTemplate, graph: LayerGraph, per_layer: dict[str, float]) -> list[float]:
@@ -249,7 +259,7 @@ def _replica_memory(pl: Placement, batch: int, optimizer: str, hg: Hypergraph | 
 
 
 def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes,
-                   hg: Hypergraph | None) -> tuple[Workload, list[DeviceMemory], int]:
+                   hg: Hypergraph | None) -> _Built:
     graph = pl.graph
     n = 1 if opts.strategy is SimStrategy.SINGLE else opts.devices or pl.k
     _check(n, cluster, f"{opts.strategy.value} on {n} devices")
@@ -269,15 +279,17 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     full_update = sum(per_layer.values())
     call = cluster.device.call_overhead
     if opts.strategy is SimStrategy.SINGLE:
-        return SingleDevice(fwd, bwd, full_update, batch, where, call_s=call), [DeviceMemory.of(0, rep, cap)], 1
+        return _Built(SingleDevice(fwd, bwd, full_update, batch, where, call_s=call), [DeviceMemory.of(0, rep, cap)],
+                      1, times.source)
     if opts.strategy is SimStrategy.SYNC_DP:
         wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where, call_s=call)
-        return wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1
+        return _Built(wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1, times.source)
     shards, ups = _shards(graph, n, opts.strategy, per_layer)
     slots = Optimizer.parse(opts.optimizer).slots
     mem = [DeviceMemory.of(d, rep, cap, optimizer=slots * shards[d] * DTYPE_BYTES) for d in range(n)]
     serial = opts.pipeline is SimPipeline.GRAPH
-    return AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=call, serial=serial), mem, n
+    return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=call, serial=serial), mem, n,
+                  times.source)
 
 
 def _shards(graph: LayerGraph, n: int, strategy: SimStrategy, per_layer: dict[str, float]
@@ -307,9 +319,10 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: H
                              value=(batch, opts.inflight, opts.images))
     times = layer_times(pl.graph, cluster.device, batch=batch)
     if opts.strategy is SimStrategy.MODEL:
-        wl, mem, inflight = _model_parallel(pl, cluster, opts, batch, times)
+        built = _model_parallel(pl, cluster, opts, batch, times)
     else:
-        wl, mem, inflight = _data_parallel(pl, cluster, opts, batch, times, hypergraph)
+        built = _data_parallel(pl, cluster, opts, batch, times, hypergraph)
+    wl, mem, inflight = built.workload, built.memory, built.inflight
     jobs = opts.jobs or max(8, 4 * wl.slots)
     eng = Engine()
     run = run_jobs(eng, wl, jobs=jobs)
@@ -322,7 +335,7 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: H
         devices=[f"{cluster.device.kind} {d}" for d in range(used)], step_s=step, images_per_s=ips,
         epoch_s=_epoch(run, opts.images, batch, step), images=opts.images, jobs=jobs,
         times=device_times(eng.tasks, used), memory=mem, path=critical_path(eng.tasks),
-        compute_source=times.source, node_of=[cluster.node_of(d) for d in range(used)], tasks=eng.tasks)
+        compute_source=built.source, node_of=[cluster.node_of(d) for d in range(used)], tasks=eng.tasks)
 
 
 def _dp_mode(strategy: SimStrategy) -> Mode:
