@@ -169,14 +169,6 @@ def test_a_measured_profile_of_the_device_kind_replaces_the_flop_rate(tmp_path: 
     # the cost model gives the input layer no work (its vertices weigh nothing): all other layers are charged
     assert compute == pytest.approx(times.total() - times.forward["input"] - times.backward["input"], rel=1e-12)
     assert "measured profile" in res.compute_source
-    # a profile that measured its whole step: the layers are scaled together to add up to it
-    from hgpart.profile import ProfileQuality
-
-    Profile(graph.name, graph.input_shape, 16, "measured", graph.fingerprint(), costs,
-            quality=ProfileQuality(step_ms=20.0)).save(tmp_path / "p.json")
-    normed = layer_times(graph, cluster.device, batch=8)
-    assert normed.total() == pytest.approx(10e-3) and "to its whole step" in normed.source
-    assert normed.backward["conv1"] / normed.forward["conv1"] == pytest.approx(5.0 / 2.0)
 
 
 @pytest.mark.parametrize("grain", ["coarse", "fine"])

@@ -8,10 +8,7 @@ Usage::
     u = layer_update_seconds(graph, t, cluster.device, optimizer="adam")   # per layer, the whole layer's update
 
 A device kind with a ``profiles`` folder uses the measured profile of the model (same fingerprint) whose batch size
-is nearest, scaled linearly to the batch asked for, its layers scaled together so that they add up to the
-profile's own measured whole training step (``quality.step_ms``, timed in the same rounds): each layer timed on its
-own pays a call's dispatch that a whole step pays once, which at small batches makes the sum of layers up to
-twice the step; with ``profile_cores`` only profiles measured with that many
+is nearest, scaled linearly to the batch asked for; with ``profile_cores`` only profiles measured with that many
 cores count (a one-core worker is not described by a profile of the whole machine). Otherwise the layers' forward
 FLOP counts are divided by the sustained rate (peak x efficiency), and the backward pass costs
 :data:`hgpart.profile.BACKWARD_FLOP_FACTOR` times the forward one (input and weight gradients). An optimizer
@@ -63,13 +60,10 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
         if prof is not None:
             scale = batch / prof.batch_size / 1000.0
             update = {c.name: c.update_ms / 1000.0 for c in prof.layers if c.update_ms is not None}
-            fb = sum(c.forward_ms + c.backward_ms for c in prof.layers)
-            step = prof.quality.step_ms if prof.quality is not None else None
-            norm = step / fb if step and fb > 0 else 1.0
-            return LayerTimes({c.name: c.forward_ms * scale * norm for c in prof.layers},
-                              {c.name: c.backward_ms * scale * norm for c in prof.layers}, batch,
-                              f"measured profile of {device.kind} at batch {prof.batch_size}, scaled to {batch}"
-                              + (f", layers x {norm:.3f} to its whole step" if norm != 1.0 else ""), update)
+            return LayerTimes({c.name: c.forward_ms * scale for c in prof.layers},
+                              {c.name: c.backward_ms * scale for c in prof.layers}, batch,
+                              f"measured profile of {device.kind} at batch {prof.batch_size}, scaled to {batch}",
+                              update)
     rate = device.rate_flops
     if rate is None:
         raise MissingProfileError(f"no measured profile of {graph.name} {list(graph.input_shape)} in "
