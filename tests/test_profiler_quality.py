@@ -215,7 +215,7 @@ def test_low_half_leaves_delayed_samples_out() -> None:
 
 
 def test_bad_cores_and_options_are_one_line_errors() -> None:
-    from hgpart.profiler import options_from, pin_cores
+    from hgpart.profiler import MAX_ROUNDS_PER_REPEAT, options_from, pin_cores
 
     with pytest.raises(HgpartError, match="cannot pin to 0 core"):
         pin_cores(0)
@@ -224,6 +224,6 @@ def test_bad_cores_and_options_are_one_line_errors() -> None:
     with pytest.raises(HgpartError, match="unknown value 'cpu'.*--clock"):
         options_from(repeats=3, max_rounds=None, warmup=1, clock="cpu", statistic="min", target=0.05)
     opts = options_from(repeats=3, max_rounds=None, warmup=1, clock="wall", statistic="min", target=0.05)
-    assert (opts.min_rounds, opts.max_rounds) == (3, 9)
+    assert (opts.min_rounds, opts.max_rounds) == (3, 3 * MAX_ROUNDS_PER_REPEAT) == (3, 27)
     with pytest.raises(HgpartError, match="repeats"):
         options_from(repeats=4, max_rounds=2, warmup=1, clock="wall", statistic="min", target=0.05).check()
