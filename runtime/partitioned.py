@@ -46,7 +46,7 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 from hgpart.frontend import layer_graph_from_keras
-from hgpart.kinds import Role, keras_layer
+from hgpart.kinds import Role, keras_layer, tfops
 from hgpart.kinds.rects import rectangles
 from hgpart.layergraph import Layer
 from hgpart.placement import Placement
@@ -317,7 +317,7 @@ class PlacedModel:
             if sel.size == 0:
                 continue
             with tf.device(self.devices[q]):
-                piece = src.tensors[q] if sel.size == idx.size else tf.gather(src.tensors[q], sel, axis=-1)
+                piece = tfops.take_channels(src.tensors[q], sel)
             pieces.append(piece)
         with tf.device(self.devices[p]):
             view = tf.concat(pieces, axis=-1) if len(pieces) > 1 else tf.identity(pieces[0])

@@ -33,7 +33,7 @@ from hgpart.runtime.partitioned import PlacedModel, _Split
 from hgpart.runtime.step import TrainStep, apply_update
 
 from hgpart.errors import BadOptionError
-from hgpart.kinds import Role
+from hgpart.kinds import Role, tfops
 
 __all__ = ["PIPELINES", "Piece", "Stage", "StagedStep", "check_pipeline", "plan_stages"]
 
@@ -206,9 +206,7 @@ class StagedStep:
             have: dict[str, dict[int, Any]] = {}
             for (t, q), a in zip(st.inputs, args, strict=False):
                 if t == self.input_name:
-                    full = np.arange(int(a.shape[-1]))
-                    have[t] = {r: a if np.array_equal(idx, full) else tf.gather(a, idx, axis=-1)
-                               for r, idx in pm.layout[t].items()}
+                    have[t] = {r: tfops.take_channels(a, idx) for r, idx in pm.layout[t].items()}
                 else:
                     have.setdefault(t, {})[q] = a
             views: dict = {}

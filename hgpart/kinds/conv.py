@@ -136,7 +136,7 @@ def _partials(rt: Any, layer: LayerLike, vals: dict[str, Any], views: dict) -> d
                 full_r, full_c = rows.size == pv.mask.shape[0], cs.size == pv.mask.shape[1]
                 k_r = kern if full_r else tf.gather(kern, rows, axis=2)
                 k_r = k_r if full_c else tf.gather(k_r, cs, axis=3)
-                ys.append(op(view if full_r else tf.gather(view, rows, axis=-1), k_r, layer.config))
+                ys.append(op(view if full_r else tfops.take_channels(view, rows), k_r, layer.config))
                 cols.append(cs)
             y = tf.concat(ys, axis=-1) if len(ys) > 1 else ys[0]
             partial[p] = (y, pv.index[1][np.concatenate(cols)])
@@ -157,16 +157,13 @@ def _fine_conv(rt: Any, layer: LayerLike, vals: dict[str, Any], views: dict) -> 
             if sel.size == 0:
                 continue
             with tf.device(rt.devices[p]):
-                piece = y if sel.size == jf.size else tf.gather(y, sel, axis=-1)
+                piece = y if sel.size == jf.size else tfops.take_channels(y, sel)
             cols = jf[sel]
             with tf.device(rt.devices[r]):
                 if np.array_equal(cols, jr):
                     terms.append(piece)
                 else:  # place the partial's columns at their positions among r's filters
-                    zero = tf.zeros_like(piece[..., :1])
-                    where = np.full(jr.size, cols.size)
-                    where[np.searchsorted(jr, cols)] = np.arange(cols.size)
-                    terms.append(tf.gather(tf.concat([piece, zero], axis=-1), where, axis=-1))
+                    terms.append(tfops.place_channels(piece, np.searchsorted(jr, cols), jr.size))
         with tf.device(rt.devices[r]):
             y = tf.add_n(terms) if len(terms) > 1 else terms[0]
             t[r] = tfops.bias_act(y, rt.var(layer.name, "bias", r), layer.config)
@@ -216,7 +213,7 @@ class DepthwiseConv2D(LayerKind):
             view = rt.view(vals, views, layer.inputs[0], p)
             with tf.device(rt.devices[p]):
                 pos = rt.pos_in_view(layer.inputs[0], p, rt.entry(layer.name, "kernel", p).index[0])
-                y = tfops.depthwise(tf.gather(view, pos, axis=-1), rt.var(layer.name, "kernel", p), layer.config)
+                y = tfops.depthwise(tfops.take_channels(view, pos), rt.var(layer.name, "kernel", p), layer.config)
                 t[p] = tfops.bias_act(y, rt.var(layer.name, "bias", p), layer.config)
         return t
 
@@ -425,13 +422,13 @@ class GroupedConv2D(LayerKind):
             kern = rt.var(layer.name, "kernel", p)
             with tf.device(rt.devices[p]):
                 if cpg == 1:  # depthwise: column i of the gathered input meets filter jp[i]
-                    xs = tf.gather(view, rt.pos_in_view(layer.inputs[0], p, read[jp]), axis=-1)
+                    xs = tfops.take_channels(view, rt.pos_in_view(layer.inputs[0], p, read[jp]))
                     y = tfops.depthwise(xs, tf.transpose(kern, [0, 1, 3, 2]), layer.config)
                 else:
                     ys = []
                     for g in np.unique(jp // fpg):
                         cols = np.flatnonzero(jp // fpg == g)
-                        xs = tf.gather(view, rt.pos_in_view(layer.inputs[0], p, read[jp[cols[0]]]), axis=-1)
+                        xs = tfops.take_channels(view, rt.pos_in_view(layer.inputs[0], p, read[jp[cols[0]]]))
                         ys.append(tfops.conv(xs, tf.gather(kern, cols, axis=3), layer.config))
                     y = tf.concat(ys, axis=-1) if len(ys) > 1 else ys[0]
                 t[p] = tfops.bias_act(y, rt.var(layer.name, "bias", p), layer.config)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hgpart.kinds import tfops
 from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role
 
 __all__ = ["Merge", "Add", "Multiply", "Subtract", "Average", "Maximum", "Minimum", "ScaledAdd"]
@@ -58,8 +59,7 @@ class Merge(LayerKind, ABC):
                 view = rt.view(vals, views, inp, p)
                 pos = rt.pos_in_view(inp, p, jp)
                 with tf.device(rt.devices[p]):
-                    terms.append(view if np.array_equal(pos, np.arange(view.shape[-1]))
-                                 else tf.gather(view, pos, axis=-1))
+                    terms.append(tfops.take_channels(view, pos))
             with tf.device(rt.devices[p]):
                 t[p] = self.combine(layer, terms)
         return t

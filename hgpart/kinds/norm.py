@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hgpart.kinds import tfops
 from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role, spatial
 from hgpart.kinds.channelwise import channel_axis_only
 
@@ -62,7 +63,7 @@ class LayerNorm(LayerKind):
             view = rt.view(vals, views, layer.inputs[0], p)
             pos = rt.pos_in_view(layer.inputs[0], p, jp)
             with tf.device(rt.devices[p]):
-                mine[p] = view if np.array_equal(pos, np.arange(view.shape[-1])) else tf.gather(view, pos, axis=-1)
+                mine[p] = tfops.take_channels(view, pos)
                 sums[p] = tf.concat([tf.reduce_sum(mine[p], -1, keepdims=True),
                                      tf.reduce_sum(tf.square(mine[p]), -1, keepdims=True)], axis=-1)
         root = int(rt.filters(layer)[0])  # the root of its statistics net: the part of channel 0

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from hgpart.errors import HgpartError
+from hgpart.kinds import tfops
 from hgpart.kinds.base import Converted, KerasCall, LayerKind, LayerLike, Role
 
 __all__ = ["Input", "Flatten", "Concat", "Reshape", "Permute"]
@@ -31,7 +32,7 @@ class Input(LayerKind):
         t = {}  # the host sends each part the input channels it owns (a feed, not model traffic)
         for q, idx in rt.layout[layer.name].items():
             with tf.device(rt.host):
-                piece = x if idx.size == layer.out_channels else tf.gather(x, idx, axis=-1)
+                piece = tfops.take_channels(x, idx)
             with tf.device(rt.devices[q]), tf.name_scope(f"{scope}/input/"):
                 t[q] = tf.identity(piece)
         return t

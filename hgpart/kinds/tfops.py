@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from hgpart.errors import HgpartError
 
-__all__ = ["conv", "depthwise", "bias_act", "activation", "fused_adam", "ACTIVATIONS"]
+__all__ = ["conv", "depthwise", "bias_act", "activation", "fused_adam", "take_channels", "place_channels",
+           "ACTIVATIONS", "SELECT_BY_MATMUL_MAX"]
 
 #: activation names the runtime executes (``softmax`` only as the model's last op)
 ACTIVATIONS = ("linear", "relu", "relu6", "sigmoid", "tanh", "softplus", "softsign", "swish", "silu", "gelu",
@@ -99,3 +102,61 @@ def fused_adam(var: Any, m: Any, v: Any, grad: Any, *, t: Any, lr: float, beta_1
                                         beta2_power=tf.pow(beta_2, t), lr=tf.constant(lr, dt),
                                         beta1=tf.constant(beta_1, dt), beta2=tf.constant(beta_2, dt),
                                         epsilon=tf.constant(epsilon, dt), grad=grad, use_locking=True)
+
+
+#: channel selection by a one-hot matrix product while the product is at most this many source x result channels
+#: (``benchmarks/channel_select.py`` measures where it beats a gather: its cost grows with both counts, a gather's
+#: with the result's only)
+SELECT_BY_MATMUL_MAX = 256 * 256
+
+
+def _one_hot_product(x: Any, sel: np.ndarray) -> Any:
+    """``x`` times the 0/1 matrix ``sel`` (source channels x result channels) over the last axis.
+
+    Exact for finite values: each result is one input times 1.0 plus zeros. A non-finite input channel spreads to
+    every result channel (0 x inf is NaN), where a gather would drop it if it is not selected."""
+    import tensorflow as tf
+
+    c, m = sel.shape
+    flat = tf.reshape(x, [-1, c]) @ tf.constant(sel, dtype=x.dtype)
+    lead = x.shape[:-1]
+    shape = [*lead.as_list(), m] if lead.is_fully_defined() else tf.concat([tf.shape(x)[:-1], [m]], 0)
+    return tf.reshape(flat, shape)
+
+
+def take_channels(x: Any, idx: np.ndarray) -> Any:
+    """``x[..., idx]`` for a static index array (unique entries): ``x`` itself when ``idx`` is every channel in
+    order, else a one-hot matrix product up to :data:`SELECT_BY_MATMUL_MAX`, else a gather.
+
+    Why: a gather along the last axis copies, and its gradient scatters, one element at a time (TensorFlow
+    transposes the axis to the front and back for the gradient's segment sum), so the fine grain's channel
+    selections cost more than the convolutions beside them; a product runs at matrix speed both ways. A slice
+    of a contiguous run is no better: its gradient (``StridedSliceGrad``) is slower than a gather's."""
+    import tensorflow as tf
+
+    idx = np.asarray(idx, dtype=np.int64)
+    c = int(x.shape[-1])
+    if np.array_equal(idx, np.arange(c)):
+        return x
+    if c * idx.size <= SELECT_BY_MATMUL_MAX:
+        sel = np.zeros((c, idx.size), dtype=np.float32)
+        sel[idx, np.arange(idx.size)] = 1.0
+        return _one_hot_product(x, sel)
+    return tf.gather(x, idx, axis=-1)
+
+
+def place_channels(x: Any, pos: np.ndarray, n: int) -> Any:
+    """A tensor of ``n`` channels holding channel ``i`` of ``x`` at ``pos[i]`` (unique) and zeros elsewhere: a
+    one-hot product while ``x``'s channels x ``n`` is at most :data:`SELECT_BY_MATMUL_MAX`, else a gather from
+    ``x`` with one zero channel appended (see :func:`take_channels` for why)."""
+    import tensorflow as tf
+
+    pos = np.asarray(pos, dtype=np.int64)
+    m = int(x.shape[-1])
+    if m * n <= SELECT_BY_MATMUL_MAX:
+        sel = np.zeros((m, n), dtype=np.float32)
+        sel[np.arange(m), pos] = 1.0
+        return _one_hot_product(x, sel)
+    where = np.full(n, m)
+    where[pos] = np.arange(m)
+    return tf.gather(tf.concat([x, tf.zeros_like(x[..., :1])], axis=-1), where, axis=-1)
