@@ -111,6 +111,14 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
     return simulate(_placement(placement), cluster, opts).images_per_s
 
 
+def _kept(out: Path, model: str, recorded: str) -> str:
+    """The placement a run recorded, or, when the results were moved (as the committed ones were, from the scratch
+    folder they ran in), the file of that name under ``OUT/placements/<model>/``."""
+    if Path(recorded).exists():
+        return recorded
+    return str(out / "placements" / model / Path(recorded).name)
+
+
 def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     """One row per (model, strategy, batch size): the median measured images/s over the repeats beside the
     prediction, simulated from the placement the last repeat saved (every repeat compiles with the same seed)."""
@@ -129,7 +137,8 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
                 print(f"{path.name} {r['method']}: {r['status']} ({r['reason'][:120]})", flush=True)
                 continue
             key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"])
-            runs.setdefault(key, []).append({**r, "placement": r.get("placement_path") or mp[0]["placement_path"],
+            placement = _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
+            runs.setdefault(key, []).append({**r, "placement": placement,
                                              "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})
     rows = []
     for (model, method, batch), rs in sorted(runs.items()):
