@@ -24,8 +24,10 @@ the parallel efficiency ``E = ips(K=2) / (2 x ips(K=1 on one core))`` of every K
 same model and mode (with ``--baseline-cores 1``), the K=1 runtime against Keras ``fit``, and the bytes that
 crossed devices in one executed step (forward + backward feature maps, read from the step's placed graph) beside
 the placement's predicted volume x2 (forward, plus backward minus the input-channel nets that have no gradient).
-Everything is measured in this run. The machine is shared and has 2 cores: expect noise, and the client's own
-threads compete with the workers. Its speed also drifts by tens of percent within minutes, so ``--rounds R`` runs
+``client CPU`` is the CPU time the client process (the one driving the workers: Python step threads, TensorFlow's
+eager runtime and its RPC threads) spent over the timed steps, in cores: the workers are pinned to the same cores,
+so on a 2-core machine this is compute taken from them. Everything is measured in this run. The machine is
+shared: expect noise. Its speed also drifts by tens of percent within minutes, so ``--rounds R`` runs
 the K=1, K=2 and ``fit`` children R times in turn and takes E within each round (K=2 against that round's K=1);
 the table gives the median over rounds and each round's E. Every child records the load average at its start
 and end (``load`` in each row of ``results.json``).
@@ -143,6 +145,7 @@ def child(args: argparse.Namespace) -> None:
         for job in jobs:
             for mode in args.modes.split(","):
                 ips: list[float] = []
+                client: list[float] = []
                 res = None
                 l0 = load()
                 inflight = args.sync_micro if mode == "sync" else args.inflight
@@ -152,6 +155,7 @@ def child(args: argparse.Namespace) -> None:
                                 mode=mode.split("-")[0], dataset="synthetic", inflight=inflight, seed=0,
                                 pipeline=pipeline)
                     ips.append(res.images_per_s)
+                    client.append(res.client_cpu_seconds / res.seconds)
                 assert res is not None
                 t = res.traffic.check(res.predicted_fwd_bytes) if res.traffic is not None else {}
                 row = {"model": job["model"], "placement": job["name"], "k": k, "mode": mode, "ips": ips,
@@ -160,7 +164,8 @@ def child(args: argparse.Namespace) -> None:
                        "measured_bytes": t.get("model"),
                        "predicted_bytes": (t["predicted_forward"] + t["predicted_backward"]) if t else None,
                        "predicted_x2": t.get("predicted_x2"), "rel_err": t.get("rel_err"),
-                       "final_loss": res.losses[-1] if res.losses else None, "load": [l0, load()]}
+                       "final_loss": res.losses[-1] if res.losses else None, "load": [l0, load()],
+                       "client_cores": statistics.median(client)}
                 print("ROW " + json.dumps(row), flush=True)
 
 
@@ -187,7 +192,9 @@ def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     k1 = {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["k"] == 1 and r["mode"] != "fit"}
     for r in rows:
         key = (r["model"], r["placement"], r["k"], r["mode"])
-        c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "load": []})
+        c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "load": [], "client": []})
+        if r.get("client_cores") is not None:
+            c["client"].append(r["client_cores"])
         c["ips"] = c["ips"] + r["ips"]
         c["round_medians"].append(r["median"])
         c["load"] = c["load"] + list(r.get("load", []))
@@ -209,8 +216,8 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     fit = {r["model"]: r["median"] for r in rows if r["mode"] == "fit"}
     table = Table(title=f"images/s, median of {args.rounds} round(s) of {args.repeats} x {args.steps} steps, batch "
                         f"{args.batch_size}, local pinned workers (K=1 on {args.baseline_cores} core(s)); E per round")
-    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "bytes/step measured",
-                "predicted", "pred. vol x2", "rel.err", "load"):
+    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "client CPU",
+                "bytes/step measured", "predicted", "pred. vol x2", "rel.err", "load"):
         table.add_column(col, justify="left" if col in ("model", "placement", "mode") else "right")
     for r in rows:
         b = base.get((r["model"], r["mode"])) if r["mode"] != "fit" else None
@@ -227,8 +234,9 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         err = f"{100 * r['rel_err']:.2f}%" if r["k"] > 1 and r["rel_err"] is not None else "-"
         loads = r.get("load", [])
         ld = f"{min(loads)}-{max(loads)}" if len(loads) > 2 else "->".join(str(v) for v in loads)
+        cpu = f"{statistics.median(r['client']):.2f}" if r.get("client") else "-"
         table.add_row(r["model"], r["placement"], str(r["k"]), r["mode"], f"{r['median']:.1f}",
-                      " ".join(f"{v:.0f}" for v in r["ips"]), ratio, eff, meas, pred, x2, err, ld)
+                      " ".join(f"{v:.0f}" for v in r["ips"]), ratio, eff, cpu, meas, pred, x2, err, ld)
     Console(width=160).print(table)
     for model in sorted({r["model"] for r in rows}):
         for mode in args.modes.split(","):

@@ -85,6 +85,9 @@ class History:
     rows: list[FitRow] = field(default_factory=list)
     #: wall seconds of the training steps (validation excluded)
     seconds: float = 0.0
+    #: CPU seconds this (client) process spent over those steps, every thread: with local workers on the same
+    #: cores, what the client takes from them
+    client_cpu_seconds: float = 0.0
 
     def add(self, m: EpochMetrics) -> None:
         self.epoch.append(m.epoch)
@@ -337,6 +340,7 @@ class PartitionedModel:
             if bar is not None:
                 bar.stop()
         hist.seconds = loop.seconds
+        hist.client_cpu_seconds = loop.cpu_seconds
         return hist
 
     @staticmethod
@@ -461,6 +465,7 @@ class _EpochLoop:
         self.pm, self.step, self.data, self.plan, self.keeper = pm, step, data, plan, keeper
         self.bar, self.on_step = bar, on_step
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.done = 0
         self.accuracy: dict[int, float] = {}
         self.segment = Segment(0, 0, 0)
@@ -521,7 +526,7 @@ class _EpochLoop:
         staged = self.pm.staged_step(self.step)
         micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
         fix = "check the devices (a worker may have died) and the placement"
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if staged is not None:
             feed = self.feed
 
@@ -539,5 +544,6 @@ class _EpochLoop:
                            on_step=self._finished, fix=fix)
         rows = [self._row(r) for r in recs]
         self.seconds += time.perf_counter() - t0
+        self.cpu_seconds += time.process_time() - c0
         self.done += len(recs)
         return rows

@@ -89,6 +89,8 @@ class TrainResult:
     history: dict[str, list[float]] = field(default_factory=dict)
     #: the saved .keras file (``save=``), if any
     saved: str | None = None
+    #: CPU seconds the client process spent over the ``seconds`` of training (History.client_cpu_seconds)
+    client_cpu_seconds: float = 0.0
 
     def loss_ends(self, window: int = 5) -> tuple[int, float, float]:
         """(n, mean loss of the first n steps to finish, of the last n): n = ``window``, fewer on short runs.
@@ -349,7 +351,8 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
     return TrainResult(steps=len(rows), images=len(rows) * B, seconds=secs, images_per_s=len(rows) * B / secs,
                        losses=[r.loss for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
                        device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files,
-                       compute=pm.placed.compute_overhead(), history=hist.history, saved=saved)
+                       compute=pm.placed.compute_overhead(), history=hist.history, saved=saved,
+                       client_cpu_seconds=hist.client_cpu_seconds)
 
 
 def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings, meta: dict[str, Any]) -> Any:
