@@ -27,10 +27,13 @@ the placement, the per-part views of every tensor and the per-part variables:
 * Fine-grain compute fidelity: a convolution over the whole box would execute every masked (zero) pair too. So
   the box is covered by a few dense rectangles (:func:`rectangles`: filters with the same channel set form an exact
   rectangle; rectangles are merged while there are more than 4 or a merge wastes <= 5% of the part's MACs), each
-  one convolution over a gathered slice of the input view and kernel. ``PlacedModel.compute`` gives, per
-  (layer, part), the executed and the assigned forward MACs (exact, from the masks); ``compute_overhead()``
-  summarises them. Limitation: placements with more than 64 distinct channel sets in one part's layer (e.g.
-  random ones) fall back to the bounding box of the used channels, so they can execute up to that box's MACs.
+  one convolution over the rectangle's input channels and kernel slice. Channel selections here and in the views
+  run through :func:`hgpart.kinds.tfops.take_channels` (a one-hot product for small channel counts, whose
+  gradient is a product too, else a gather); ``benchmarks/results/channel_select/`` measures why.
+  ``PlacedModel.compute`` gives, per (layer, part), the executed and the assigned forward MACs (exact, from the
+  masks); ``compute_overhead()`` summarises them. Limitation: placements with more than 64 distinct channel
+  sets in one part's layer (e.g. random ones) fall back to the bounding box of the used channels, so they can
+  execute up to that box's MACs.
 * Per-channel layers (BatchNorm, pooling, activation, dropout, zero padding), Flatten and Concatenate run per part
   on the channels that part owns; Add runs per part on the channels it owns, gathering channel j of every input.
 * The logits are gathered on one *loss device* (the part owning most output channels); a final softmax is fused
