@@ -409,9 +409,15 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
 
 
 def _attempt(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int], None]) -> MeasuredRun:
-    """:func:`_one`, or a ``failed`` run saying why: one strategy failing must not stop the comparison."""
+    """:func:`_one`, or a ``failed`` run saying why: one strategy failing must not stop the comparison.
+
+    The whole run is guarded, not only its steps: a worker process that dies while the strategy compiles, warms
+    up, evaluates or traces is one failed run in bounded time, not a hang (TensorFlow waits forever on a dead
+    worker), and every later strategy fails at once on the same recorded failure."""
+    from hgpart.runtime.cluster import guarded
+
     try:
-        return _one(s, strategy, plan, on_steps)
+        return guarded(s.ds, _one, s, strategy, plan, on_steps)
     except HgpartError as exc:
         return MeasuredRun(strategy.name, plan.batch_size, "failed", reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - recorded with its type and message, the comparison goes on
