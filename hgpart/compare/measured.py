@@ -287,7 +287,6 @@ def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: 
     """Device busy fractions of ``max(2, K)`` extra global steps under the profiler (see the module docstring)."""
     import shutil
 
-    from hgpart.runtime.cluster import guarded
     from hgpart.runtime.dataparallel import run_slots
     from hgpart.runtime.devtrace import capture_device_trace
 
@@ -298,7 +297,7 @@ def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: 
     def run(n: int) -> None:
         ran.append(n)
         idx = np.take(order, np.arange(n * B), mode="wrap").reshape(n * per, c.task_batch)
-        guarded(ds, run_slots, c.fns, x[idx], y[idx])
+        run_slots(c.fns, x[idx], y[idx])  # guarded by _attempt
 
     nodes = c.node_devices() if c.node_devices is not None else None
     try:
@@ -346,7 +345,6 @@ def _batches(s: _Session, plan: _Plan, orders: dict[int, np.ndarray], done: int,
 
 def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: Callable[[int], None]) -> None:
     """The timed training of one run, evaluated (clock stopped) every ``eval_every`` global steps."""
-    from hgpart.runtime.cluster import guarded
     from hgpart.runtime.dataparallel import run_slots
 
     spe, per = plan.steps_per_epoch, plan.batch_size // c.task_batch
@@ -366,8 +364,7 @@ def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: C
         n = min(eval_every, plan.total_steps - done, spe - done % spe)
         xs, ys = _batches(s, plan, orders, done, n, c.task_batch)
         c0, w0 = _cpu(), time.perf_counter()
-        # guarded: on worker processes a dead worker becomes one HgpartError in bounded time, never a hang
-        records: list[StepRecord] = guarded(s.ds, run_slots, c.fns, xs, ys, on_step=on_step)
+        records: list[StepRecord] = run_slots(c.fns, xs, ys, on_step=on_step)  # guarded by _attempt
         wall += time.perf_counter() - w0
         cpu += _cpu() - c0
         np.add.at(busy, [r.slot for r in records], [r.batch_s for r in records])

@@ -157,7 +157,7 @@ def _fine_conv(rt: Any, layer: LayerLike, vals: dict[str, Any], views: dict) -> 
             if sel.size == 0:
                 continue
             with tf.device(rt.devices[p]):
-                piece = y if sel.size == jf.size else tfops.take_channels(y, sel)
+                piece = tfops.take_channels(y, sel)  # y itself when sel is all of it
             cols = jf[sel]
             with tf.device(rt.devices[r]):
                 if np.array_equal(cols, jr):

@@ -110,14 +110,16 @@ def fused_adam(var: Any, m: Any, v: Any, grad: Any, *, t: Any, lr: float, beta_1
 SELECT_BY_MATMUL_MAX = 256 * 256
 
 
-def _one_hot_product(x: Any, sel: np.ndarray) -> Any:
-    """``x`` times the 0/1 matrix ``sel`` (source channels x result channels) over the last axis.
+def _one_hot_product(x: Any, src: np.ndarray, dst: np.ndarray, m: int) -> Any:
+    """``x`` times the 0/1 matrix with ones at (``src[i]``, ``dst[i]``) (x's channels x ``m``), over the last axis.
 
     Exact for finite values: each result is one input times 1.0 plus zeros. A non-finite input channel spreads to
     every result channel (0 x inf is NaN), where a gather would drop it if it is not selected."""
     import tensorflow as tf
 
-    c, m = sel.shape
+    c = int(x.shape[-1])
+    sel = np.zeros((c, m), dtype=np.float32)
+    sel[src, dst] = 1.0
     flat = tf.reshape(x, [-1, c]) @ tf.constant(sel, dtype=x.dtype)
     lead = x.shape[:-1]
     shape = [*lead.as_list(), m] if lead.is_fully_defined() else tf.concat([tf.shape(x)[:-1], [m]], 0)
@@ -139,9 +141,7 @@ def take_channels(x: Any, idx: np.ndarray) -> Any:
     if np.array_equal(idx, np.arange(c)):
         return x
     if c * idx.size <= SELECT_BY_MATMUL_MAX:
-        sel = np.zeros((c, idx.size), dtype=np.float32)
-        sel[idx, np.arange(idx.size)] = 1.0
-        return _one_hot_product(x, sel)
+        return _one_hot_product(x, idx, np.arange(idx.size), idx.size)
     return tf.gather(x, idx, axis=-1)
 
 
@@ -154,9 +154,7 @@ def place_channels(x: Any, pos: np.ndarray, n: int) -> Any:
     pos = np.asarray(pos, dtype=np.int64)
     m = int(x.shape[-1])
     if m * n <= SELECT_BY_MATMUL_MAX:
-        sel = np.zeros((m, n), dtype=np.float32)
-        sel[np.arange(m), pos] = 1.0
-        return _one_hot_product(x, sel)
+        return _one_hot_product(x, np.arange(m), pos, n)
     where = np.full(n, m)
     where[pos] = np.arange(m)
     return tf.gather(tf.concat([x, tf.zeros_like(x[..., :1])], axis=-1), where, axis=-1)
