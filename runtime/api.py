@@ -527,23 +527,29 @@ class _EpochLoop:
         micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
         fix = "check the devices (a worker may have died) and the placement"
         t0, c0 = time.perf_counter(), time.process_time()
-        if staged is not None:
-            feed = self.feed
-
-            def task(i: int) -> tuple[Any, Any]:
-                return feed(seg.start + i)
-
-            def metric(i: int, acc: float) -> None:
-                self.accuracy[seg.start + i] = acc
-
-            recs = guarded(ds, run_staged, staged, seg.steps, task, images_per_task=plan.batch_size, window=slots,
-                           micro=micro, on_step=self._finished, on_metrics=metric, fix=fix)
-        else:
-            recs = guarded(ds, run_slots, [self._slot] * slots, seg.steps,
-                           lambda i: (seg.start + i,), images_per_task=plan.batch_size,
-                           on_step=self._finished, fix=fix)
+        try:
+            recs = self._drive(seg, staged, slots, micro, fix)
+        finally:
+            self.feed.close()
         rows = [self._row(r) for r in recs]
         self.seconds += time.perf_counter() - t0
         self.cpu_seconds += time.process_time() - c0
         self.done += len(recs)
         return rows
+
+    def _drive(self, seg: Segment, staged: StagedStep | None, slots: int, micro: int, fix: str) -> list[StepRecord]:
+        """Run the segment's steps through the stages or the step-function slots; one record per step."""
+        ds, plan, feed = self.pm.device_set, self.plan, self.feed
+        assert feed is not None
+        if staged is None:
+            return guarded(ds, run_slots, [self._slot] * slots, seg.steps, lambda i: (seg.start + i,),
+                           images_per_task=plan.batch_size, on_step=self._finished, fix=fix)
+
+        def task(i: int) -> tuple[Any, Any]:
+            return feed(seg.start + i)
+
+        def metric(i: int, acc: float) -> None:
+            self.accuracy[seg.start + i] = acc
+
+        return guarded(ds, run_staged, staged, seg.steps, task, images_per_task=plan.batch_size, window=slots,
+                       micro=micro, on_step=self._finished, on_metrics=metric, fix=fix)

@@ -158,35 +158,82 @@ class Data(ABC):
 class StepFeed:
     """The batches of consecutive steps, handed out by step index to the pipeline's threads (thread-safe).
 
-    The pipeline hands out step indices in order and each thread asks for its batch at once, so batches
-    produced ahead of their thread wait in a small buffer.
+    One reader thread takes the batches from the ``tf.data`` iterator, in order, and keeps up to ``ahead`` of them
+    (and every batch up to the highest step asked for) ready. Why a thread of its own: ``next()`` on a ``tf.data``
+    iterator runs in TensorFlow's synchronous mode, and entering that mode waits until every call already issued
+    by this process has finished, on every worker (measured: ``benchmarks/feed_stall_probe.py``). A step thread
+    that read its batch itself would therefore wait for the other threads' calls, and the pipeline would run one
+    call at a time. The pipeline hands out step indices in order and each thread asks for its batch at once, so
+    batches read ahead of their thread wait in the buffer.
     """
 
-    def __init__(self, batches: Iterator[Any], start_step: int, *, where: str = "--data") -> None:
+    def __init__(self, batches: Iterator[Any], start_step: int, *, where: str = "--data", ahead: int = 4) -> None:
         self._it = batches
         self.where = where
-        self._next = int(start_step)
+        self._ahead = max(1, int(ahead))
+        self._next = int(start_step)  # the next step the reader reads
+        self._asked = int(start_step)  # one past the highest step asked for
         self._ready: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._lock = threading.Lock()
+        self._error: HgpartError | None = None
+        self._ended = False
+        self._closed = False
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read_ahead, daemon=True, name="hgpart-feed")
+        self._reader.start()
+
+    def _read_ahead(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and len(self._ready) >= self._ahead and self._next >= self._asked:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                step = self._next
+            try:
+                x, y = next(self._it)
+            except StopIteration:
+                with self._cond:
+                    self._ended = True
+                    self._cond.notify_all()
+                return
+            except Exception as exc:  # noqa: BLE001 - tf.data errors have no common type without TensorFlow
+                msg = str(exc).strip()
+                err = HgpartError(f"cannot read the batch of step {step}: {type(exc).__name__}: "
+                                  f"{msg.splitlines()[0][:200] if msg else ''}", where=self.where,
+                                  fix="check the data (were files changed or removed during training?)")
+                with self._cond:
+                    self._error = err
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._ready[step] = (np.asarray(x), np.asarray(y))
+                self._next = step + 1
+                self._cond.notify_all()
 
     def __call__(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        with self._lock:
+        with self._cond:
+            self._asked = max(self._asked, step + 1)
+            self._cond.notify_all()
             while step not in self._ready:
                 if step < self._next:
                     raise KeyError(f"batch of step {step} was already handed out")
-                try:
-                    x, y = next(self._it)
-                except Exception as exc:  # noqa: BLE001 - tf.data errors have no common type without TensorFlow
-                    raise HgpartError(f"cannot read the batch of step {self._next}: {type(exc).__name__}: "
-                                      f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}",
-                                      where=self.where,
-                                      fix="check the data (were files changed or removed during training?)") from None
-                self._ready[self._next] = (np.asarray(x), np.asarray(y))
-                self._next += 1
-            return self._ready.pop(step)
+                if self._error is not None:
+                    raise self._error
+                if self._ended or self._closed:
+                    raise HgpartError(f"the data has no batch for step {step}", where=self.where,
+                                      fix="ask only for the steps the feed was made for")
+                self._cond.wait()
+            out = self._ready.pop(step)
+            self._cond.notify_all()
+            return out
+
+    def close(self) -> None:
+        """Stop the reader (it ends by itself after the last step)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
 
-# --------------------------------------------------------------------------------------------- arrays
 class ArrayData(Data):
     """Images ``x`` (N, H, W, C) and integer labels ``y`` (N,), in memory or memory-mapped."""
 

@@ -4,12 +4,15 @@ Usage::
 
     records = run_staged(staged, n_tasks, task, images_per_task=32, window=2, on_step=..., on_metrics=...)
 
-Each stage's thread issues its stage's calls in PipeDream's one-forward-one-backward order: it runs the backward
-of its oldest batch as soon as that batch's output gradients are there, else the forward of its next batch once
-that batch's inputs are there and fewer than ``window`` of its batches are forwarded but not yet backwarded. So
-at most ``window`` batches are in flight, as in the whole-step driver (:mod:`hgpart.runtime.pipeline`), and a
-batch's forward on a stage may miss the updates of at most ``window - 1`` older batches there. A stage's thread
-blocks only on its own calls, so the workers run different stages of different batches at the same time.
+Each stage's thread issues its stage's calls in PipeDream's one-forward-one-backward order: it alternates the
+backward of its oldest batch (once that batch's output gradients are there) with the forward of its next batch
+(once that batch's inputs are there and fewer than ``window`` of its batches are forwarded but not yet
+backwarded), and runs whichever is ready when only one is. So at most ``window`` batches are in flight, as in the
+whole-step driver (:mod:`hgpart.runtime.pipeline`), and a batch's forward on a stage may miss the updates of at
+most ``window - 1`` older batches there. A stage's call holds its thread until its worker has run it, and a
+thread blocks only on its own calls, so the workers run different stages of different batches at the same time.
+A stage sends its input gradients on before it runs its optimizer update, and each stage that reads the images
+or the labels puts them on its own device from its own thread.
 
 A batch is finished when every stage has issued its update for it; a separate thread then reads its loss and
 accuracy (which waits for the last stage's forward) and reports it. At the end the driver waits until every
@@ -65,7 +68,7 @@ class _Run:
         self.micro = max(1, micro)
         self.n = steps * self.micro  # batches through the stages (micro-batches in sync)
         self.window = self.micro if self.micro > 1 else max(1, window)
-        self.step_data: dict[int, tuple[Any, Any]] = {}
+        self.step_data: dict[int, tuple[Any, Any, list[int]]] = {}  # step -> x, y, takes left
         self.parts: dict[int, list[tuple[float, float, float]]] = {}  # step -> (loss, accuracy, start) so far
         self.on_step, self.on_metrics = on_step, on_metrics
         self.cond = threading.Condition()
@@ -80,41 +83,53 @@ class _Run:
         for s in stages:
             for t in s.inputs:
                 self.readers.setdefault(t, []).append(s.index)
-        #: where a batch's data goes: the devices of the stages reading the model input, and the loss stage's
+        #: where a batch's data goes: the devices of the stages reading the model input; the loss stage its labels
         self.input_devices = {s: staged.fns[s].device for s in self.readers.get(self.input_piece, [])}
-        self.label_device = next(f.device for f in staged.fns if f.stage.loss)
-        self.fed = 0  # batches whose data has been handed to the stages reading the model input
-        self.feed_lock = threading.Lock()  # batches are read one at a time, in order
+        #: per stage that is fed (reads the images, or computes the loss): batches fed to it so far
+        self.fed = {s.index: 0 for s in stages if s.index in self.input_devices or s.loss}
+        self.data_lock = threading.Lock()  # a step's data is read once, by the first stage to need it
 
     # -------------------------------------------------------------------------------------------- helpers
-    def _feed(self, i: int) -> None:
-        """Read batch ``i`` and put its images on every stage device reading them, its labels on the loss's."""
-        import tensorflow as tf
-
+    def _data(self, i: int) -> tuple[Any, Any]:
+        """Batch ``i``'s images and labels; its step is read once, when the first fed stage asks for it, and
+        dropped when every fed stage has taken every micro-batch of it."""
         step, j = divmod(i, self.micro)
-        if j == 0:
-            self.step_data[step] = self.task(step)
-        x, y = self.step_data[step]
+        with self.data_lock:
+            got = self.step_data.get(step)
+            if got is None:
+                x, y = self.task(step)
+                got = self.step_data[step] = (x, y, [len(self.fed) * self.micro])
+            got[2][0] -= 1
+            if got[2][0] == 0:
+                del self.step_data[step]
+        x, y = got[0], got[1]
         if self.micro > 1:
             m = len(x) // self.micro
             x, y = x[j * m:(j + 1) * m], y[j * m:(j + 1) * m]
-            if j == self.micro - 1:
-                del self.step_data[step]
-        else:
-            del self.step_data[step]
-        b = _Batch(i, time.perf_counter())
-        for s, dev in self.input_devices.items():
-            with tf.device(dev):
-                b.inputs[(s, self.input_piece)] = tf.constant(np.asarray(x, np.float32))
-        with tf.device(self.label_device):
-            b.labels = tf.constant(np.asarray(y, np.int32))
+        return x, y
+
+    def _feed(self, i: int, s: int) -> None:
+        """Put what stage ``s`` reads of batch ``i`` on its device: the images, if it reads the model input,
+        and the labels, if it computes the loss. Each fed stage's own thread does this just before it needs
+        them, so a copy to a worker that is busy with another stage's call never holds up a different stage."""
+        import tensorflow as tf
+
+        x, y = self._data(i)
+        inputs: dict[tuple[int, Piece], Any] = {}
+        labels = None
+        dev = self.st.fns[s].device
+        with tf.device(dev):
+            if s in self.input_devices:
+                inputs[(s, self.input_piece)] = tf.constant(np.asarray(x, np.float32))
+            if self.st.stages[s].loss:
+                labels = tf.constant(np.asarray(y, np.int32))
         with self.cond:
-            old = self.batches.get(i)
-            if old is not None:  # another stage already delivered some inputs
-                old.inputs.update(b.inputs)
-                old.labels, old.start = b.labels, b.start
-            else:
-                self.batches[i] = b
+            b = self.batches.get(i)
+            if b is None:
+                b = self.batches[i] = _Batch(i, time.perf_counter())
+            b.inputs.update(inputs)
+            if labels is not None:
+                b.labels = labels
             self.cond.notify_all()
 
     def _ready_fwd(self, s: int, i: int) -> bool:
@@ -174,7 +189,7 @@ class _Run:
             else:
                 with tf.device(dev):
                     out_grads.append(tf.add_n(g))
-        in_grads = st.backward(s, tape, ins, outs, out_grads, micro=self.micro)
+        in_grads, var_grads = st.backward(s, tape, ins, outs, out_grads, micro=self.micro)
         sent: list[tuple[tuple[int, Piece], Any]] = []
         for t, a, g in zip(stage.inputs, ins, in_grads, strict=True):
             if t == self.input_piece:
@@ -187,36 +202,44 @@ class _Run:
             if pdev != dev:
                 g = _move(g, pdev)
             sent.append(((p, t), g))
-        with self.cond:
+        with self.cond:  # the stages waiting for these gradients go on while this device updates
             for key, g in sent:
                 b.grads.setdefault(key, []).append(g)
+            self.cond.notify_all()
+        st.apply(s, var_grads, micro=self.micro)
+        with self.cond:
             b.backwarded += 1
             if b.backwarded == len(st.stages):
                 self.done.put(i)
             self.cond.notify_all()
 
-    def _next_action(self, s: int, f: int, bwd: int, reads_input: bool) -> str:
-        """What stage ``s`` does next (under the lock): ``b``ackward, ``f``orward, ``feed`` or ``wait``."""
+    def _next_action(self, s: int, f: int, bwd: int, last: str) -> str:
+        """What stage ``s`` does next (under the lock): ``b``ackward, ``f``orward, ``feed`` or ``wait``.
+
+        One forward, one backward: a backward that is ready goes first, except right after a backward, when a
+        forward that can go (or only needs its data fed) goes first. A stage's calls hold its thread until its
+        worker has run them, so without the alternation a stage whose gradients arrive early runs all its
+        backwards back to back while the next stage waits for a forward."""
         if self.errors:
             return "stop"
-        if bwd < f and self._ready_bwd(s, bwd):
-            return "b"
         # sync: a step's first forward on a stage waits for the stage's update of the step before
-        if f < self.n and f - bwd < self.window and (self.micro == 1 or f // self.micro <= bwd // self.micro):
-            if self._ready_fwd(s, f):
-                return "f"
-            if reads_input and self.fed <= f:
-                return "feed"
-        return "wait"
+        fwd_ok = f < self.n and f - bwd < self.window and (self.micro == 1 or f // self.micro <= bwd // self.micro)
+        fwd_ready = fwd_ok and self._ready_fwd(s, f)
+        feed = fwd_ok and not fwd_ready and s in self.fed and self.fed[s] <= f
+        if bwd < f and self._ready_bwd(s, bwd) and not (last == "b" and (fwd_ready or feed)):
+            return "b"
+        if fwd_ready:
+            return "f"
+        return "feed" if feed else "wait"
 
     def stage_loop(self, s: int) -> None:
         """Stage ``s``'s thread: one forward, one backward (see the module docstring), until every batch is done."""
-        reads_input = self.input_piece in self.st.stages[s].inputs
         f = bwd = 0
+        last = ""
         try:
             while bwd < self.n:
                 with self.cond:
-                    while (action := self._next_action(s, f, bwd, reads_input)) == "wait":
+                    while (action := self._next_action(s, f, bwd, last)) == "wait":
                         self.cond.wait()
                 if action == "stop":
                     return
@@ -228,22 +251,16 @@ class _Run:
                     self._forward(s, f)
                     f += 1
                 else:
-                    self._feed_next()
+                    self._feed(self.fed[s], s)
+                    self.fed[s] += 1
+                if action in ("f", "b"):
+                    last = action
                 if self.events is not None and action in ("f", "b"):
                     with self.cond:
                         self.events.append((s, action, (bwd if action == "b" else f) - 1, t_a - self.t0,
                                             time.perf_counter() - self.t0))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             self._fail(exc)
-
-    def _feed_next(self) -> None:
-        with self.feed_lock:
-            with self.cond:
-                i = self.fed
-                if i >= self.n:
-                    return
-                self.fed += 1
-            self._feed(i)
 
     def _fail(self, exc: BaseException) -> None:
         with self.cond:

@@ -273,12 +273,13 @@ class StagedStep:
         return tape, list(outs)
 
     def backward(self, s: int, tape: Any, inputs: list[Any], outs: list[Any], grads: list[Any],
-                 micro: int = 1) -> list[Any]:
-        """Stage ``s``'s backward on its device, then its optimizer update; returns the gradients of its inputs
-        (None for the model input).
+                 micro: int = 1) -> tuple[list[Any], list[Any]]:
+        """Stage ``s``'s backward on its device; returns the gradients of its inputs (None for the model input)
+        and of its variables, for :meth:`apply`. The two are separate calls so that the caller can send the
+        input gradients on to the stages waiting for them before this device spends time on its update.
 
-        ``micro`` > 1 (sync mode): the gradients of ``micro`` consecutive calls (one step's micro-batches) are
-        summed on the device and their mean is applied once, after the last of them.
+        ``micro`` > 1 (sync mode): the loss gradient is scaled by ``1 / micro`` (one step's micro-batches are
+        averaged).
         """
         import tensorflow as tf
 
@@ -294,6 +295,17 @@ class StagedStep:
             res = tape.gradient(targets, [*srcs, *f.variables], output_gradients=out_grads)
             var_grads = [g if g is not None else tf.zeros_like(v)
                          for v, g in zip(f.variables, res[len(srcs):], strict=True)]
+        it = iter(res[: len(srcs)])
+        return [None if t == self.input_name else next(it) for t, _ in st.inputs], var_grads
+
+    def apply(self, s: int, var_grads: list[Any], micro: int = 1) -> None:
+        """Stage ``s``'s optimizer update from one backward's ``var_grads``; with ``micro`` > 1 (sync mode) the
+        gradients of ``micro`` consecutive backwards (one step's micro-batches) are summed on the device and
+        applied once, after the last of them."""
+        import tensorflow as tf
+
+        f = self.fns[s]
+        with tf.device(f.device):
             if micro > 1:
                 acc = f.pending
                 f.pending = var_grads if acc is None else [a + g for a, g in zip(acc, var_grads, strict=True)]
@@ -303,5 +315,3 @@ class StagedStep:
                     f.pending = None
             else:
                 f.apply(*var_grads)
-        it = iter(res[: len(srcs)])
-        return [None if t == self.input_name else next(it) for t, _ in st.inputs]
