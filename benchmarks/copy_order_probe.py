@@ -27,27 +27,20 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 def main() -> None:
     import tensorflow as tf
     from hgpart.runtime.cluster import open_local
+    from probe_calls import long_call
 
     lines = [f"$ python benchmarks/copy_order_probe.py   # load average {os.getloadavg()}"]
     with open_local(2, inter_op=4, start_timeout=120) as ds:
         d0, d1 = ds.devices[0], ds.devices[1]
-        with tf.device(d1):
-            big = tf.random.normal([1024, 1024])
+        heavy = long_call(d1)
         with tf.device(d0):
             small = tf.random.normal([64, 64, 64])
-
-        @tf.function
-        def heavy(x: tf.Tensor) -> tf.Tensor:
-            for _ in range(60):
-                x = tf.linalg.matmul(x, x) * 1e-3
-            return x
 
         @tf.function
         def light(x: tf.Tensor) -> tf.Tensor:
             return tf.reduce_sum(x)
 
-        with tf.device(d1):  # trace and warm both functions and the copy
-            heavy(big).numpy()
+        with tf.device(d1):  # warm the copy and the light function
             tf.identity(small).numpy()
         with tf.device(d0):
             light(small).numpy()
@@ -55,8 +48,7 @@ def main() -> None:
             done: dict[str, float] = {}
 
             def call_on_worker1(done: dict[str, float] = done) -> None:
-                with tf.device(d1):
-                    heavy(big).numpy()
+                heavy().numpy()
                 done["a"] = time.perf_counter()
 
             th = threading.Thread(target=call_on_worker1)

@@ -35,21 +35,12 @@ def main() -> None:
     import tensorflow as tf
     from hgpart.runtime.cluster import open_local
     from hgpart.runtime.data import ArrayData
+    from probe_calls import long_call
 
     lines = [f"$ python benchmarks/feed_stall_probe.py   # load average {os.getloadavg()}"]
     with open_local(2, inter_op=4, start_timeout=120) as ds:
         d0, d1 = ds.devices[0], ds.devices[1]
-        with tf.device(d1):
-            big = tf.random.normal([1024, 1024])
-
-        @tf.function
-        def heavy(x: tf.Tensor) -> tf.Tensor:
-            for _ in range(60):
-                x = tf.linalg.matmul(x, x) * 1e-3
-            return x
-
-        with tf.device(d1):
-            heavy(big).numpy()
+        heavy = long_call(d1)
         arr = np.random.default_rng(0).random((32 * 40, 64, 64, 3), dtype=np.float32)
         it = iter(tf.data.Dataset.from_tensor_slices(arr).batch(32).repeat().prefetch(2))
         next(it)
@@ -78,8 +69,7 @@ def main() -> None:
 
                 def call_on_worker1(res: dict[str, float] = res) -> None:
                     t = time.perf_counter()
-                    with tf.device(d1):
-                        y = heavy(big)
+                    y = heavy()
                     res["returned"] = time.perf_counter() - t
                     y.numpy()
                     res["done"] = time.perf_counter() - t

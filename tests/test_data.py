@@ -66,6 +66,34 @@ def test_the_feed_hands_batches_to_threads_asking_out_of_order() -> None:
         feed(5)  # handed out already
 
 
+def test_the_feed_reads_ahead_in_its_own_thread_and_names_the_step_that_failed() -> None:
+    """``next()`` on a tf.data iterator waits for every call the process has in flight, so the pipeline's threads
+    must never call it: the feed's reader thread does, ahead of them."""
+    import threading
+
+    from hgpart.runtime.data import StepFeed
+
+    readers: list[str] = []
+    ahead = threading.Event()
+
+    def batches():  # noqa: ANN202 - a generator standing in for the tf.data iterator
+        for i in range(6):
+            readers.append(threading.current_thread().name)
+            if i == 2:
+                ahead.set()
+            if i == 5:
+                raise OSError("disk gone")
+            yield np.full((2, 1), i, np.float32), np.array([i, i], np.int32)
+
+    feed = StepFeed(batches(), 10, where="--data d", ahead=3)
+    assert ahead.wait(10)  # three batches read before anyone asked
+    assert [int(feed(i)[1][0]) for i in (10, 11, 12, 13, 14)] == [0, 1, 2, 3, 4]
+    assert set(readers) == {"hgpart-feed"}
+    with pytest.raises(HgpartError, match="cannot read the batch of step 15: OSError: disk gone"):
+        feed(15)
+    feed.close()
+
+
 def test_validation_split_keeps_the_last_samples_as_keras_does() -> None:
     x, y = _arrays(50)
     train, val = ArrayData(x, y, where="x").split(0.2)

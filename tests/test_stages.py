@@ -131,7 +131,8 @@ def test_two_in_flight_make_one_update_per_batch_and_learn() -> None:
 @pytest.mark.parametrize("mode,inflight", [("async", 2), ("sync", 2)])
 def test_the_first_stage_runs_ahead_by_the_window_before_its_first_backward(mode: str, inflight: int) -> None:
     """1F1B: with two in flight (or two micro-batches) the first stage forwards two batches before its first
-    backward, and in sync mode no stage starts a step's forwards before its backward of the step before."""
+    backward, then alternates forward and backward; in sync mode no stage starts a step's forwards before its
+    backward of the step before."""
     from hgpart.runtime.pipeline import shuffled_batches
     from hgpart.runtime.stagepipe import run_staged
 
@@ -147,6 +148,10 @@ def test_the_first_stage_runs_ahead_by_the_window_before_its_first_backward(mode
                micro=micro, events=events)
     first = [(a, i) for s, a, i, _, _ in events if s == 0]
     assert first[:3] == [("f", 0), ("f", 1), ("b", 0)]
+    if mode == "async":  # then one forward, one backward (not both backwards first), and the drain
+        assert first == [("f", 0), ("f", 1), ("b", 0), ("f", 2), ("b", 1), ("b", 2)]
+    else:  # each step fills the window, then drains it before the next step's forwards
+        assert first == [(a, 2 * n + j) for n in range(3) for a, j in (("f", 0), ("f", 1), ("b", 0), ("b", 1))]
     for s in range(len(staged.stages)):
         mine = [(a, i) for t, a, i, _, _ in events if t == s]
         assert sorted(i for a, i in mine if a == "f") == list(range(3 * micro))
@@ -155,6 +160,26 @@ def test_the_first_stage_runs_ahead_by_the_window_before_its_first_backward(mode
                 if a == "f" and i >= micro:
                     done = {j for b, j in mine[:k] if b == "b"}
                     assert set(range(i // micro * micro)) <= done
+
+
+def test_after_a_backward_a_stage_forwards_before_its_next_backward() -> None:
+    """The choice itself: with the next backward ready and the next forward possible, a stage that just ran a
+    backward forwards (or feeds the batch it forwards), and one that just ran a forward runs the backward."""
+    from hgpart.runtime.stagepipe import _Run
+
+    pm = PartitionedModel.from_placement(_placement("minivgg"), device_set=DS, seed=3, inflight=2, pipeline="stages")
+    staged = pm.staged_step(pm.train_step(B, "async", 2))
+    assert staged is not None
+    run = _Run(staged, 4, lambda i: _data(), B, 2, 1, None, None)
+    run._ready_bwd = lambda s, i: True  # type: ignore[method-assign]
+    ready_fwd = {"now": False}
+    run._ready_fwd = lambda s, i: ready_fwd["now"]  # type: ignore[method-assign]
+    run.fed[0] = 2  # batches 0 and 1 fed; batch 2 is not
+    assert run._next_action(0, 2, 1, "b") == "feed"
+    assert run._next_action(0, 2, 1, "f") == "b"
+    ready_fwd["now"] = True
+    assert run._next_action(0, 2, 1, "b") == "f"
+    assert run._next_action(0, 2, 0, "b") == "b"  # the window is full: the backward goes
 
 
 def test_an_unknown_pipeline_is_refused_before_the_devices_open() -> None:
