@@ -62,6 +62,7 @@ def wrap_calls(calls: list[tuple[str, str, int, int]]) -> None:
 def worker_timelines(rows: list[list[Any]]) -> list[str]:
     """Per trace file: busy fraction and runs of F/B/U kernels per stage (RPC events left out)."""
     import numpy as np
+    from hgpart.runtime.devtrace import union_ns
 
     rows = [r for r in rows if r[3] != "Enqueue" and not r[2].startswith("EagerService")]
     out: list[str] = []
@@ -70,10 +71,7 @@ def worker_timelines(rows: list[list[Any]]) -> list[str]:
         t0 = ev[0][4]
         s = np.array([(r[4] - t0) / 1e6 for r in ev])
         e = s + np.array([r[5] / 1e6 for r in ev])
-        reach = np.maximum.accumulate(e)
-        first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
-        last = np.r_[first[1:] - 1, len(s) - 1]
-        busy = float(np.sum(reach[last] - s[first]))
+        busy = union_ns(s, e)  # in ms here
         span = float(e.max() - s.min())
         out.append(f"worker {w} ({f}): busy {busy:.0f} of {span:.0f} ms = {busy / span:.3f}")
         segs: list[list[Any]] = []

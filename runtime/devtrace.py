@@ -48,8 +48,8 @@ import numpy as np
 from hgpart.errors import BadFileError, DeviceError
 from hgpart.fileio import write_json
 
-__all__ = ["DeviceTrace", "OpEvent", "capture_device_trace", "read_xspace", "busy_fractions", "chrome_trace",
-           "op_devices"]
+__all__ = ["DeviceTrace", "OpEvent", "capture_device_trace", "read_xspace", "busy_fractions", "union_ns",
+           "chrome_trace", "op_devices"]
 
 _SEND_SUFFIX = re.compile(r"/_\d+$")
 
@@ -129,7 +129,7 @@ def read_xspace(files: list[Path], node_part: dict[str, int]) -> tuple[list[OpEv
     return events, unmatched
 
 
-def _union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
+def union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
     """Total length of the union of intervals [starts, ends)."""
     if starts.size == 0:
         return 0.0
@@ -157,7 +157,7 @@ def busy_fractions(events: list[OpEvent], k: int) -> tuple[list[float], float]:
         lo, hi = float(start.min()), float(end.max())
     start, end = np.clip(start, lo, hi), np.clip(end, lo, hi)
     wall = hi - lo
-    busy = [(_union_ns(start[part == p], end[part == p]) / wall if wall > 0 else 0.0) for p in range(k)]
+    busy = [(union_ns(start[part == p], end[part == p]) / wall if wall > 0 else 0.0) for p in range(k)]
     return busy, wall * 1e-9
 
 
