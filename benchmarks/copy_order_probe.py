@@ -15,10 +15,8 @@ when B's worker-0 result arrives, when the copy's value is there, and when A's c
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -26,11 +24,9 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 def main() -> None:
     import tensorflow as tf
-    from hgpart.runtime.cluster import open_local
-    from probe_calls import long_call
+    from probe_calls import long_call, two_workers
 
-    lines = [f"$ python benchmarks/copy_order_probe.py   # load average {os.getloadavg()}"]
-    with open_local(2, inter_op=4, start_timeout=120) as ds:
+    with two_workers("copy_order_probe", "benchmarks/results/step_breakdown/copy_order_probe.txt") as (ds, lines):
         d0, d1 = ds.devices[0], ds.devices[1]
         heavy = long_call(d1)
         with tf.device(d0):
@@ -70,10 +66,6 @@ def main() -> None:
                          f"starts; B (from 100 ms): the copy to worker 1 returns in {1e3 * issued:.0f} ms, B's "
                          f"worker-0 result is there after {1e3 * w0:.0f} ms, the copy's value after {1e3 * cp:.0f} ms")
             print(lines[-1], flush=True)
-    lines.append(f"load average at end {os.getloadavg()}")
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("benchmarks/results/step_breakdown/copy_order_probe.txt")
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

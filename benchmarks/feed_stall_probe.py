@@ -21,10 +21,8 @@ and prints how long that took, beside when A's call returned and when its result
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -33,12 +31,10 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 def main() -> None:
     import numpy as np
     import tensorflow as tf
-    from hgpart.runtime.cluster import open_local
     from hgpart.runtime.data import ArrayData
-    from probe_calls import long_call
+    from probe_calls import long_call, two_workers
 
-    lines = [f"$ python benchmarks/feed_stall_probe.py   # load average {os.getloadavg()}"]
-    with open_local(2, inter_op=4, start_timeout=120) as ds:
+    with two_workers("feed_stall_probe", "benchmarks/results/step_breakdown/feed_stall_probe.txt") as (ds, lines):
         d0, d1 = ds.devices[0], ds.devices[1]
         heavy = long_call(d1)
         arr = np.random.default_rng(0).random((32 * 40, 64, 64, 3), dtype=np.float32)
@@ -86,10 +82,6 @@ def main() -> None:
                              f"after {ret:.0f} ms, its result was there after {done:.0f})")
                 print(lines[-1], flush=True)
         feed.close()
-    lines.append(f"load average at end {os.getloadavg()}")
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("benchmarks/results/step_breakdown/feed_stall_probe.txt")
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
