@@ -178,8 +178,7 @@ class StepFeed:
         self._ended = False
         self._closed = False
         self._cond = threading.Condition()
-        self._reader = threading.Thread(target=self._read_ahead, daemon=True, name="hgpart-feed")
-        self._reader.start()
+        threading.Thread(target=self._read_ahead, daemon=True, name="hgpart-feed").start()
 
     def _read_ahead(self) -> None:
         while True:

@@ -68,7 +68,8 @@ class _Run:
         self.micro = max(1, micro)
         self.n = steps * self.micro  # batches through the stages (micro-batches in sync)
         self.window = self.micro if self.micro > 1 else max(1, window)
-        self.step_data: dict[int, tuple[Any, Any, list[int]]] = {}  # step -> x, y, takes left
+        self.step_data: dict[int, tuple[Any, Any]] = {}  # step -> x, y, until every fed stage has taken it
+        self.takes_left: dict[int, int] = {}  # step -> micro-batches of it the fed stages have still to take
         self.parts: dict[int, list[tuple[float, float, float]]] = {}  # step -> (loss, accuracy, start) so far
         self.on_step, self.on_metrics = on_step, on_metrics
         self.cond = threading.Condition()
@@ -95,14 +96,13 @@ class _Run:
         dropped when every fed stage has taken every micro-batch of it."""
         step, j = divmod(i, self.micro)
         with self.data_lock:
-            got = self.step_data.get(step)
-            if got is None:
-                x, y = self.task(step)
-                got = self.step_data[step] = (x, y, [len(self.fed) * self.micro])
-            got[2][0] -= 1
-            if got[2][0] == 0:
-                del self.step_data[step]
-        x, y = got[0], got[1]
+            if step not in self.step_data:
+                self.step_data[step] = self.task(step)
+                self.takes_left[step] = len(self.fed) * self.micro
+            x, y = self.step_data[step]
+            self.takes_left[step] -= 1
+            if self.takes_left[step] == 0:
+                del self.step_data[step], self.takes_left[step]
         if self.micro > 1:
             m = len(x) // self.micro
             x, y = x[j * m:(j + 1) * m], y[j * m:(j + 1) * m]
@@ -255,10 +255,10 @@ class _Run:
                     self.fed[s] += 1
                 if action in ("f", "b"):
                     last = action
-                if self.events is not None and action in ("f", "b"):
-                    with self.cond:
-                        self.events.append((s, action, (bwd if action == "b" else f) - 1, t_a - self.t0,
-                                            time.perf_counter() - self.t0))
+                    if self.events is not None:
+                        with self.cond:
+                            self.events.append((s, action, (bwd if action == "b" else f) - 1, t_a - self.t0,
+                                                time.perf_counter() - self.t0))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             self._fail(exc)
 
