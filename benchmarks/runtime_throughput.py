@@ -17,7 +17,14 @@ parallelism on this machine.
 
 A third child runs plain Keras ``model.fit`` (Adam, the same batch) in one process pinned to the same
 ``--baseline-cores`` with TensorFlow's pools sized to them: the K=1 runtime against it is the runtime's own
-overhead.
+overhead. The fit child also times fit's own train-function calls (a callback from batch begin to batch end):
+``its steps`` is the K=1 runtime against fit's compiled steps alone, without what fit does between them.
+
+``fit`` runs Python, the input and the kernels on that core; the K=1 runtime's worker does too, but its client
+(the Python process that feeds it and drives the steps) is free to run on the other core. So a second K=1 child
+(``single+client``, with ``--k1-client both``, the default) pins its client to the worker's core as well: the whole
+run on one core, as ``fit`` is, and as a K=2 run's client shares the two cores with its two workers. ``E1`` is E
+against that baseline.
 
 Printed: images/s medians over ``--repeats`` runs of ``--steps`` steps (after one warm-up step that makes no update),
 the parallel efficiency ``E = ips(K=2) / (2 x ips(K=1 on one core))`` of every K=2 row against the K=1 row of the
@@ -50,7 +57,9 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 MODELS = {"minivgg": (32, 32, 3), "minires": (32, 32, 3), "vgg16": (64, 64, 3), "vgg16_112": (112, 112, 3)}
 PLACEMENTS_K2 = ("layerwise", "coarse", "fine")
-MODES = ("async", "async-graph", "sync")
+#: the placement name of the K=1 rows whose client is pinned to the worker's core
+PINNED = "+client"
+MODES = ("async", "async-graph", "async-stages", "sync", "sync-stages")
 
 
 def zoo_name(model: str) -> str:
@@ -75,6 +84,20 @@ def keras_child(args: argparse.Namespace) -> None:
 
     from hgpart.models import load_keras_model
 
+    class StepTimer(keras.callbacks.Callback):
+        """Wall seconds of each of fit's train-function calls (batch begin to batch end): fit's compiled steps."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seconds: list[float] = []
+            self._t = 0.0
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            self._t = time.perf_counter()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.seconds.append(time.perf_counter() - self._t)
+
     B = args.batch_size
     for model in json.loads(args.jobs):
         keras.utils.set_random_seed(0)
@@ -84,15 +107,17 @@ def keras_child(args: argparse.Namespace) -> None:
         x = rng.normal(size=(B * args.steps, *MODELS[model])).astype(np.float32)
         y = rng.integers(0, 10, B * args.steps).astype(np.int32)
         m.fit(x[:B], y[:B], batch_size=B, epochs=1, verbose=0)  # trace and allocate
-        ips = []
+        ips, in_steps = [], []
         l0 = load()
         for _ in range(args.repeats):
+            timer = StepTimer()
             t = time.perf_counter()
-            m.fit(x, y, batch_size=B, epochs=1, verbose=0, shuffle=False)
+            m.fit(x, y, batch_size=B, epochs=1, verbose=0, shuffle=False, callbacks=[timer])
             ips.append(B * args.steps / (time.perf_counter() - t))
+            in_steps.append(B * args.steps / sum(timer.seconds))
         row = {"model": model, "placement": "keras-fit", "k": 1, "mode": "fit", "ips": ips,
-               "median": statistics.median(ips), "workers": [{"pid": os.getpid(), "cores": cores}],
-               "load": [l0, load()]}
+               "median": statistics.median(ips), "steps_ips": in_steps, "steps_median": statistics.median(in_steps),
+               "workers": [{"pid": os.getpid(), "cores": cores}], "load": [l0, load()]}
         print("ROW " + json.dumps(row), flush=True)
 
 
@@ -122,8 +147,7 @@ def make_placements(model: str, folder: Path, batch_size: int, seed: int, *, pro
                                       work=work)
     out["single"] = str(one.save(folder / f"{model}_single_k1.json"))
     for name in placements:
-        grain = "fine" if name == "fine" else "coarse"
-        hg = build_hypergraph(graph, work, batch_size=batch_size, grain=grain)
+        hg = build_hypergraph(graph, work, batch_size=batch_size, grain="fine" if name == "fine" else "coarse")
         backend = "layerwise" if name == "layerwise" else "mtkahypar"
         res = partition(hg, k=2, backend=backend, epsilon=0.05, seed=seed)
         method = "layerwise" if name == "layerwise" else "hypergraph"
@@ -140,6 +164,8 @@ def child(args: argparse.Namespace) -> None:
     jobs = json.loads(args.jobs)
     k = args.child
     cores = sorted(os.sched_getaffinity(0))[: args.baseline_cores] if k == 1 else None
+    if args.pin_client:  # before TensorFlow starts its thread pools: the whole K=1 run on the baseline cores
+        os.sched_setaffinity(0, set(cores or []))
     with open_local(k, inter_op=max(4, 2 * k), cores=cores, start_timeout=180) as ds:
         info = [{"pid": w.pid, "cores": w.cores} for w in worker_info(ds)]
         for job in jobs:
@@ -149,7 +175,7 @@ def child(args: argparse.Namespace) -> None:
                 res = None
                 l0 = load()
                 inflight = args.sync_micro if mode == "sync" else args.inflight
-                pipeline = "graph" if mode == "async-graph" else "auto"
+                pipeline = mode.split("-")[1] if "-" in mode else "auto"
                 for _ in range(args.repeats):
                     res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps,
                                 mode=mode.split("-")[0], dataset="synthetic", inflight=inflight, seed=0,
@@ -158,7 +184,8 @@ def child(args: argparse.Namespace) -> None:
                     client.append(res.client_cpu_seconds / res.seconds)
                 assert res is not None
                 t = res.traffic.check(res.predicted_fwd_bytes) if res.traffic is not None else {}
-                row = {"model": job["model"], "placement": job["name"], "k": k, "mode": mode, "ips": ips,
+                row = {"model": job["model"], "placement": job["name"] + (PINNED if args.pin_client else ""),
+                       "k": k, "mode": mode, "ips": ips,
                        "inflight": inflight, "profile": job.get("profile", ""),
                        "median": statistics.median(ips), "workers": info,
                        "measured_bytes": t.get("model"),
@@ -169,9 +196,11 @@ def child(args: argparse.Namespace) -> None:
                 print("ROW " + json.dumps(row), flush=True)
 
 
-def run_child(k: int, jobs: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Child ``k`` (K workers; -1 = plain Keras fit) in its own process; its ROW lines."""
+def run_child(k: int, jobs: Any, args: argparse.Namespace, *, pin_client: bool = False) -> list[dict[str, Any]]:
+    """Child ``k`` (K workers; -1 = plain Keras fit) in its own process; its ROW lines. ``pin_client``: the child
+    (the client driving the worker) is pinned to the K=1 worker's cores too."""
     cmd = [sys.executable, __file__, "--child", str(k), "--jobs", json.dumps(jobs), "--steps", str(args.steps),
+           *(["--pin-client"] if pin_client else []),
            "--repeats", str(args.repeats), "--batch-size", str(args.batch_size),
            "--baseline-cores", str(args.baseline_cores), "--modes", args.modes, "--inflight", str(args.inflight),
            "--sync-micro", str(args.sync_micro)]
@@ -189,10 +218,14 @@ def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (model, placement, K, mode) over the rounds: every run's images/s, the median of the rounds'
     medians, the rounds' E (K=2 against the same round's K=1 of the same model and mode) and load ranges."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    k1 = {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["k"] == 1 and r["mode"] != "fit"}
+    k1 = {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["placement"] == "single"}
+    k1p = {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["placement"] == "single" + PINNED}
     for r in rows:
         key = (r["model"], r["placement"], r["k"], r["mode"])
-        c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "load": [], "client": []})
+        c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "round_e1": [], "load": [],
+                                 "client": [], "steps": []})
+        if r.get("steps_median") is not None:
+            c["steps"].append(r["steps_median"])
         if r.get("client_cores") is not None:
             c["client"].append(r["client_cores"])
         c["ips"] = c["ips"] + r["ips"]
@@ -201,10 +234,21 @@ def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         b = k1.get((r["model"], r["mode"], r.get("round", 0)))
         if r["k"] == 2 and b:
             c["round_e"].append(r["median"] / (2 * b))
+        b1 = k1p.get((r["model"], r["mode"], r.get("round", 0)))
+        if r["k"] == 2 and b1:
+            c["round_e1"].append(r["median"] / (2 * b1))
     for c in out.values():
         c["median"] = statistics.median(c["round_medians"])
         c["e_median"] = statistics.median(c["round_e"]) if c["round_e"] else None
+        c["e1_median"] = statistics.median(c["round_e1"]) if c["round_e1"] else None
     return list(out.values())
+
+
+def e_cell(median: float | None, rounds: list[float]) -> str:
+    """E's median, with every round's E in brackets when there are several."""
+    if median is None:
+        return "-"
+    return f"{median:.2f}" + (f" ({' '.join(f'{e:.2f}' for e in rounds)})" if len(rounds) > 1 else "")
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -212,22 +256,20 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     from rich.table import Table
 
     rows = collapse(rows)
-    base = {(r["model"], r["mode"]): r["median"] for r in rows if r["k"] == 1 and r["mode"] != "fit"}
+    base = {(r["model"], r["mode"]): r["median"] for r in rows if r["placement"] == "single"}
     fit = {r["model"]: r["median"] for r in rows if r["mode"] == "fit"}
+    fit_steps = {r["model"]: statistics.median(r["steps"]) for r in rows if r["mode"] == "fit" and r.get("steps")}
     table = Table(title=f"images/s, median of {args.rounds} round(s) of {args.repeats} x {args.steps} steps, batch "
                         f"{args.batch_size}, local pinned workers (K=1 on {args.baseline_cores} core(s)); E per round")
-    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "client CPU",
+    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "E1", "client CPU",
                 "bytes/step measured", "predicted", "pred. vol x2", "rel.err", "load"):
         table.add_column(col, justify="left" if col in ("model", "placement", "mode") else "right")
     for r in rows:
         b = base.get((r["model"], r["mode"])) if r["mode"] != "fit" else None
         ratio = f"{r['median'] / b:.2f}x" if b else "-"
-        eff = "-"
-        if r["k"] == 2 and r["e_median"] is not None:
-            eff = f"{r['e_median']:.2f}" + (f" ({' '.join(f'{e:.2f}' for e in r['round_e'])})"
-                                              if len(r["round_e"]) > 1 else "")
         if r["k"] == 1 and r["mode"] != "fit" and fit.get(r["model"]):
-            ratio = f"{r['median'] / fit[r['model']]:.2f}x fit"
+            ratio = f"{r['median'] / fit[r['model']]:.2f}x fit" + (
+                f", {r['median'] / fit_steps[r['model']]:.2f}x its steps" if r["model"] in fit_steps else "")
         meas = f"{r['measured_bytes']:,}" if r["k"] > 1 and r["measured_bytes"] is not None else "-"
         pred = f"{r['predicted_bytes']:,.0f}" if r["k"] > 1 and r["predicted_bytes"] is not None else "-"
         x2 = f"{r['predicted_x2']:,.0f}" if r["k"] > 1 and r["predicted_x2"] is not None else "-"
@@ -236,8 +278,15 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ld = f"{min(loads)}-{max(loads)}" if len(loads) > 2 else "->".join(str(v) for v in loads)
         cpu = f"{statistics.median(r['client']):.2f}" if r.get("client") else "-"
         table.add_row(r["model"], r["placement"], str(r["k"]), r["mode"], f"{r['median']:.1f}",
-                      " ".join(f"{v:.0f}" for v in r["ips"]), ratio, eff, cpu, meas, pred, x2, err, ld)
+                      " ".join(f"{v:.0f}" for v in r["ips"]), ratio, e_cell(r["e_median"], r["round_e"]),
+                      e_cell(r["e1_median"], r["round_e1"]), cpu, meas, pred, x2, err, ld)
     Console(width=160).print(table)
+    for r in rows:
+        if r["k"] == 1 and r["mode"] != "fit" and r["model"] in fit:
+            print(f"{r['model']} {r['placement']} {r['mode']}: K=1 runtime {r['median']:.1f} images/s = "
+                  f"{r['median'] / fit[r['model']]:.2f}x Keras fit ({fit[r['model']]:.1f})"
+                  + (f", {r['median'] / fit_steps[r['model']]:.2f}x fit's compiled steps "
+                     f"({fit_steps[r['model']]:.1f})" if r["model"] in fit_steps else ""))
     for model in sorted({r["model"] for r in rows}):
         for mode in args.modes.split(","):
             k2 = {r["placement"]: r["median"] for r in rows if r["model"] == model and r["mode"] == mode
@@ -264,12 +313,18 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--out", default="benchmarks/results/runtime_throughput")
     ap.add_argument("--modes", default=",".join(MODES),
-                    help="async (pipeline auto: stages where they apply), async-graph (one function per step), sync")
+                    help="async and sync (pipeline auto: stages where they apply and a step is long enough), "
+                         "async-graph (one function per step), async-stages and sync-stages (stages whatever the "
+                         "step's length)")
     ap.add_argument("--inflight", type=int, default=2, help="batches in flight in async modes")
     ap.add_argument("--sync-micro", type=int, default=2, help="micro-batches per step in sync mode")
     ap.add_argument("--profiles", default="profiles",
                     help="folder of one-core profiles (<model>_<input>_b<B>_c1.json); '' = FLOP counts")
     ap.add_argument("--placements", default=",".join(PLACEMENTS_K2))
+    ap.add_argument("--k1-client", choices=("free", "pinned", "both"), default="both",
+                    help="K=1 baselines: the client process free to run on any core (E), pinned to the worker's "
+                         "core so that the whole run uses one core (E1, and the fit comparison on the same core)")
+    ap.add_argument("--pin-client", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--jobs", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -300,7 +355,10 @@ def main() -> None:
     for rnd in range(args.rounds):
         # K=1, K=2 and fit side by side in every round: the machine's speed drifts by tens of percent within
         # minutes, so E is taken within a round and its median over rounds is reported
-        got = run_child(1, jobs1, args) + run_child(2, jobs2, args) + run_child(-1, models, args)
+        got = run_child(1, jobs1, args) if args.k1_client != "pinned" else []
+        if args.k1_client != "free":
+            got += run_child(1, jobs1, args, pin_client=True)
+        got += run_child(2, jobs2, args) + run_child(-1, models, args)
         rows += [{**r, "round": rnd} for r in got]
     if not rows:
         raise SystemExit("no measurements: both children failed (see above)")
