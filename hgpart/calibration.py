@@ -61,7 +61,13 @@ class LinkFit:
 
 
 def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
-    """Least squares fit of ``seconds = latency + sizes / bandwidth`` (one point per size; at least two sizes)."""
+    """Least squares fit of ``seconds = latency + sizes / bandwidth`` (one point per size; at least two sizes),
+    each point weighted by its own time, so that the fit minimises relative errors.
+
+    Why relative: a timing's noise grows with its length (the machine's speed drifts by a fraction, not by a fixed
+    number of microseconds), so with plain least squares the largest sizes' noise decides the intercept, and the
+    latency that every small transfer pays came out negative and was clipped to 0.
+    """
     x = np.asarray(sizes, dtype=float)
     t = np.asarray(seconds, dtype=float)
     if x.shape != t.shape or x.size < 2 or len(set(x.tolist())) < 2:
@@ -69,8 +75,11 @@ def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
                           f"{t.size} times)", where="link benchmark")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(x))):
         raise HgpartError("a link fit got a time that is not finite", where="link benchmark")
-    a = np.column_stack([np.ones_like(x), x])
-    (intercept, slope), *_ = np.linalg.lstsq(a, t, rcond=None)
+    if not np.all(t > 0):
+        raise HgpartError("a link fit got a time that is not positive", where="link benchmark",
+                          fix="run `hgpart calibrate` again on a quieter machine, without --quick")
+    a = np.column_stack([np.ones_like(x), x]) / t[:, None]
+    (intercept, slope), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
     if not slope > 0:
         raise HgpartError(f"the link times do not grow with the size (slope {slope:.3g} s/byte): the benchmark "
                           "was too noisy to fit a bandwidth", where="link benchmark",
@@ -245,7 +254,8 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
             how = (f"{by}: hops of a tensor between worker 0 and worker 1 inside one compiled function "
                    f"(open_local(2); runtime.linkbench), {cal.link_repeats} samples per size of {sizes}, each the "
                    "time of a function with N hops minus one with none, over N; least squares fit of "
-                   "t = latency + bytes / bandwidth over the medians. The step functions move feature maps so. "
+                   "t = latency + bytes / bandwidth over the medians, weighted to relative error. The step "
+                   "functions move feature maps so. "
                    f"Eager copies measured {cal.eager_link.bandwidth / 1e9:.3f} GB/s and "
                    f"{cal.eager_link.latency * 1e6:.1f} us")
         else:
@@ -256,9 +266,13 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
             "bandwidth_GBps": cal.link.bandwidth / 1e9,
             "latency_us": cal.link.latency * 1e6,
             "port_per": "device",
+            "holds_devices": True,
             "sources": {"bandwidth_GBps": how, "latency_us": how + (
                 f" (raw intercept {cal.link.intercept * 1e6:.1f} us, clipped at 0)" if cal.link.intercept < 0
-                else "")},
+                else ""),
+                "holds_devices": "the local workers are CPU processes: TensorFlow's gRPC copies a tensor out of "
+                                 "one worker and into the other on their own pinned cores, so a transfer holds "
+                                 "both workers (benchmarks/results/step_breakdown/dp_overlap_probe.txt)"},
         }
     doc = {
         "format": CLUSTER_FORMAT,

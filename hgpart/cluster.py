@@ -94,6 +94,8 @@ class Link:
     latency: float
     port_per: PortOwner
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    #: a transfer also holds both end devices: the copies are their own CPU work (local CPU worker processes)
+    holds_devices: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,4 +239,5 @@ def _link(d: dict[str, Any] | None, default: PortOwner) -> Link | None:
     if d is None:
         return None
     return Link(bandwidth=float(d["bandwidth_GBps"]) * 1e9, latency=float(d["latency_us"]) * 1e-6,
-                port_per=PortOwner(d.get("port_per", default.value)), sources=dict(d.get("sources", {})))
+                port_per=PortOwner(d.get("port_per", default.value)), sources=dict(d.get("sources", {})),
+                holds_devices=bool(d.get("holds_devices", False)))

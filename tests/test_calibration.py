@@ -44,6 +44,19 @@ def test_the_least_squares_fit_recovers_a_known_link() -> None:
     assert zero.latency == 0.0 and zero.intercept < 0
 
 
+def test_a_few_percent_off_the_largest_size_does_not_wipe_out_the_latency() -> None:
+    """Noise proportional to a timing: 10 % off the two largest hops (a few ms) must not decide the latency that
+    every small transfer pays; plain least squares lose most of it here."""
+    latency, bandwidth = 400e-6, 0.93e9
+    seconds = [latency + s / bandwidth for s in SIZES]
+    seconds[-2] *= 0.9
+    seconds[-1] *= 1.1
+    a = np.column_stack([np.ones(len(SIZES)), SIZES])
+    assert np.linalg.lstsq(a, np.asarray(seconds), rcond=None)[0][0] < latency / 4  # the unweighted fit's intercept
+    fit = fit_link(SIZES, seconds)
+    assert fit.latency == pytest.approx(latency, rel=0.05) and fit.bandwidth == pytest.approx(bandwidth, rel=0.05)
+
+
 @pytest.mark.parametrize(("sizes", "seconds", "says"), [([4096], [1e-3], "two distinct sizes"),
                                                         ([4096, 4096], [1e-3, 2e-3], "two distinct sizes"),
                                                         ([4096, 8192], [2e-3, 1e-3], "do not grow"),

@@ -27,14 +27,15 @@ from hgpart.simulate.workloads import (
 class FixedLinks:
     """Every transfer takes ``latency + bytes / bandwidth`` on the sender's out-port and the receiver's in-port."""
 
-    def __init__(self, latency: float, bandwidth: float) -> None:
-        self.latency, self.bandwidth = latency, bandwidth
+    def __init__(self, latency: float, bandwidth: float, holds_devices: bool = False) -> None:
+        self.latency, self.bandwidth, self.holds_devices = latency, bandwidth, holds_devices
 
     def compute(self, device: int) -> str:
         return f"dev{device}"
 
     def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]:
-        return self.latency + nbytes / self.bandwidth, (f"out{src}", f"in{dst}")
+        held = (self.compute(src), self.compute(dst)) if self.holds_devices else ()
+        return self.latency + nbytes / self.bandwidth, (f"out{src}", f"in{dst}", *held)
 
 
 def _by_name(eng: Engine) -> dict[str, Task]:
@@ -150,6 +151,46 @@ def test_serial_async_data_parallel_workers_take_turns() -> None:
     _, c = workers(False)
     assert (c["call w0 j0"].start, c["call w1 j1"].start) == (0.0, 0.25)
     assert c["fwd w1 j1"].start == 0.25 + 0.25 + 0.75 < c["update p0 from w0 j0"].end
+
+
+def test_concurrent_async_data_parallel_workers_pay_latency_per_tensor_and_a_link_can_hold_devices() -> None:
+    # one parameter server (device 0) holds 16 parameters in 2 tensors: a pull or push of 64 bytes pays the latency
+    # per tensor, 2 x 0.25 + 64 / 128 = 1.0 s. Both workers' calls start at once and take turns on the client only.
+    # Free link: call w0 [0, .25], fwd w0 [.25, 1.25], bwd w0 [1.25, 2.25], update from w0 [2.25, 2.75];
+    #            call w1 [.25, .5], pull [.5, 1.5], fwd w1 [1.5, 2.5], bwd w1 [2.5, 3.5], push [3.5, 4.5],
+    #            update from w1 on the server [4.5, 5].
+    # A link that holds both devices: the pull (ready at .5) waits for fwd w0 to free device 0 and runs
+    # [1.25, 2.25], before bwd w0 (ready at 1.25, later), which runs [2.25, 3.25]; fwd w1 [2.25, 3.25], bwd w1
+    # [3.25, 4.25], update from w0 [3.25, 3.75], push [4.25, 5.25], update from w1 [5.25, 5.75].
+    def workers(holds: bool) -> dict[str, Task]:
+        wl = AsyncDataParallel(2, 1.0, 1.0, [16.0, 0.0], [0.5, 0.0], 4, FixedLinks(0.25, 128.0, holds), call_s=0.25,
+                               shard_tensors=[2, 0])
+        eng = Engine()
+        run_jobs(eng, wl, jobs=2)
+        return _by_name(eng)
+
+    names = ["call w0 j0", "fwd w0 j0", "bwd w0 j0", "update p0 from w0 j0", "call w1 j1", "pull p0->w1 j1",
+             "fwd w1 j1", "bwd w1 j1", "push w1->p0 j1", "update p0 from w1 j1"]
+    free = workers(False)
+    assert [(free[n].start, free[n].end) for n in names] == [
+        (0.0, 0.25), (0.25, 1.25), (1.25, 2.25), (2.25, 2.75), (0.25, 0.5), (0.5, 1.5), (1.5, 2.5), (2.5, 3.5),
+        (3.5, 4.5), (4.5, 5.0)]
+    held = workers(True)
+    assert [(held[n].start, held[n].end) for n in names] == [
+        (0.0, 0.25), (0.25, 1.25), (2.25, 3.25), (3.25, 3.75), (0.25, 0.5), (1.25, 2.25), (2.25, 3.25),
+        (3.25, 4.25), (4.25, 5.25), (5.25, 5.75)]
+    assert held["pull p0->w1 j1"].resources == ("out0", "in1", "dev0", "dev1")
+
+
+def test_a_cluster_link_that_holds_devices_adds_them_to_every_transfer() -> None:
+    doc = {"format": "hgpart.cluster/1", "name": "t", "nodes": 1, "devices_per_node": 2,
+           "device": {"kind": "cpu", "peak_TFLOPs": 1.0, "efficiency": 1.0, "memory_GiB": 1,
+                      "memory_bandwidth_GBps": 10},
+           "links": {"intra_node": {"bandwidth_GBps": 1, "latency_us": 1}}}
+    assert ClusterDevices(cluster_from_dict(doc)).transfer(0, 1, 8.0)[1] == ("intra-out:d0", "intra-in:d1")
+    doc["links"]["intra_node"]["holds_devices"] = True
+    assert ClusterDevices(cluster_from_dict(doc)).transfer(1, 0, 8.0)[1] == ("intra-out:d1", "intra-in:d0", "dev1",
+                                                                             "dev0")
 
 
 def test_a_link_shared_by_two_transfers() -> None:

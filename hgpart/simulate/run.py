@@ -31,7 +31,7 @@ from hgpart.cluster import Cluster
 from hgpart.errors import BadOptionError, parse_enum
 from hgpart.fileio import write_json
 from hgpart.hypergraph import Hypergraph
-from hgpart.layergraph import LayerGraph
+from hgpart.layergraph import Layer, LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
 from hgpart.placement import Placement
 from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds
@@ -67,7 +67,9 @@ class SimPipeline(Enum):
     the workers (``benchmarks/results/step_breakdown/overlap_probe.txt``), so however many batches are queued,
     one is on the devices at a time: the parts of one batch still overlap where its dependencies allow. The same
     holds for the runtime's asynchronous data parallelism, whose workers' calls are multi-device functions too
-    (they read and update parameters on other devices): with ``graph`` the workers take turns.
+    (they read and update parameters on other devices): with ``graph`` the workers take turns. (That rule fits
+    the small models' measured runs; vgg16's async data parallelism measured faster than it allows,
+    ``benchmarks/results/simulator_validation/``.)
     """
 
     STAGES = "stages"
@@ -197,7 +199,8 @@ class ClusterDevices:
 
     def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]:
         route = self.cluster.route(src, dst)
-        return route.seconds(nbytes), route.ports
+        held = (self.compute(src), self.compute(dst)) if route.link.holds_devices else ()
+        return route.seconds(nbytes), route.ports + held
 
 
 def _check(n: int, cluster: Cluster, what: str) -> None:
@@ -284,26 +287,35 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     if opts.strategy is SimStrategy.SYNC_DP:
         wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where, call_s=call)
         return _Built(wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1, times.source)
-    shards, ups = _shards(graph, n, opts.strategy, per_layer)
+    shards, ups, tensors = _shards(graph, n, opts.strategy, per_layer)
     slots = Optimizer.parse(opts.optimizer).slots
     mem = [DeviceMemory.of(d, rep, cap, optimizer=slots * shards[d] * DTYPE_BYTES) for d in range(n)]
-    serial = opts.pipeline is SimPipeline.GRAPH
-    return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=call, serial=serial), mem, n,
-                  times.source)
+    return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=call, shard_tensors=tensors,
+                                    serial=opts.pipeline is SimPipeline.GRAPH),
+                  mem, n, times.source)
+
+
+def layer_tensors(layer: Layer) -> int:
+    """Variables of a layer with parameters: a kernel and a bias (no bias when ``use_bias`` is off); BatchNorm's
+    scale, offset and two moving statistics."""
+    if layer.kind == "batch_norm":
+        return 4
+    return 1 if layer.config.get("use_bias") is False else 2
 
 
 def _shards(graph: LayerGraph, n: int, strategy: SimStrategy, per_layer: dict[str, float]
-            ) -> tuple[list[float], list[float]]:
+            ) -> tuple[list[float], list[float], list[int]]:
     """Parameters held by each device acting as a parameter server (layer by layer, greedily for distributed),
-    and the seconds of its update of them."""
+    the seconds of its update of them, and how many tensors they are."""
     weighted = [layer for layer in graph.layers if layer.params]
     sizes = [float(layer.params) for layer in weighted]
-    out, ups = [0.0] * n, [0.0] * n
+    out, ups, tensors = [0.0] * n, [0.0] * n, [0] * n
     owners = [0] * len(sizes) if strategy is SimStrategy.ASYNC_DP_1PS else greedy_shards(sizes, n)
     for layer, size, o in zip(weighted, sizes, owners, strict=True):
         out[o] += size
         ups[o] += per_layer[layer.name]
-    return out, ups
+        tensors[o] += layer_tensors(layer)
+    return out, ups, tensors
 
 
 def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: Hypergraph | None = None

@@ -19,7 +19,8 @@ busy: whenever a job ends, its slot takes the next job. What a job is:
   (``2 (N - 1)`` rounds, each sending one ``1 / N`` chunk to the next replica and waiting for the chunk from the
   previous one), then every replica's update;
 * async DP: worker ``w`` (slot ``w``) pulls the parameters it does not hold, computes ``B / N`` samples, pushes the
-  gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed). With
+  gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed). A
+  pull or push moves the shard's tensors one by one, so it pays the link's latency once per tensor. With
   ``serial`` the workers' calls run one at a time, in turn (one slot): what hgpart's runtime does, since its
   client runs calls of multi-device functions one after the other (``SimPipeline.GRAPH``).
 
@@ -254,6 +255,8 @@ class AsyncDataParallel:
     dtype_bytes: int = 4
     call_s: float = 0.0
     serial: bool = False
+    #: tensors (variables) each owner holds: a pull or push moves them one by one, each paying the link's latency
+    shard_tensors: Sequence[int] = ()
 
     @property
     def slots(self) -> int:
@@ -279,5 +282,8 @@ class AsyncDataParallel:
     def _send(self, eng: Engine, name: str, src: int, dst: int, owner: int, job: int, deps: tuple[int, ...]) -> int:
         nbytes = self.shard_params[owner] * self.dtype_bytes
         seconds, ports = self.where.transfer(src, dst, nbytes)
+        tensors = self.shard_tensors[owner] if self.shard_tensors else 1
+        if tensors > 1:  # one transfer of the shard's bytes, paying the latency once per tensor
+            seconds += (tensors - 1) * self.where.transfer(src, dst, 0.0)[0]
         return eng.add(Task(name, TaskKind.SEND, seconds, ports, device=src, peer=dst, batch=job, deps=deps,
                             nbytes=nbytes))
