@@ -20,7 +20,8 @@ What it does, in this order, each step in its own process:
    batches in flight / micro-batches (K). compare-run trains model parallelism through one whole-step function
    (``TrainStep``), so the async strategies are simulated with ``pipeline=graph`` (calls do not overlap; the
    async data-parallel workers' calls, multi-device functions too, take turns). The cluster's
-   ``call_overhead_us`` (measured by ``hgpart calibrate``) starts every call.
+   ``call_overhead_us`` (measured by ``hgpart calibrate``) starts every call, and its link holds both workers
+   for every transfer (``holds_devices``: the workers' cores do the copies).
 
 Writes ``OUT/validation.csv`` (``model,strategy,batch_size,measured_ips,predicted_ips,error``...), ``OUT/report.md``
 (median and worst absolute error, per model and per strategy, the load average at the start and end of every
