@@ -96,7 +96,8 @@ def print_calibration(con: Console, cal: Calibration) -> None:
                     f"{'hops inside one function' if cal.eager_link is not None else 'eager copies'}, worker 0 "
                     f"<-> worker 1, {len(lk.sizes)} sizes {lk.sizes[0]} .. {lk.sizes[-1]} B, "
                     f"{cal.link_repeats} samples each")
-        tab.add_row("link latency", f"{lk.latency * 1e6:.1f} us", "intercept of the least squares fit")
+        tab.add_row("link latency", f"{lk.latency * 1e6:.1f} us", "intercept of the fit (least squares on "
+                    "relative error)")
     if cal.eager_link is not None:
         ek = cal.eager_link
         tab.add_row("link, eager copies", f"{ek.bandwidth / 1e9:.3f} GB/s, {ek.latency * 1e6:.1f} us",
