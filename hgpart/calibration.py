@@ -271,8 +271,9 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
                 f" (raw intercept {cal.link.intercept * 1e6:.1f} us, clipped at 0)" if cal.link.intercept < 0
                 else ""),
                 "holds_devices": "the local workers are CPU processes: TensorFlow's gRPC copies a tensor out of "
-                                 "one worker and into the other on their own pinned cores, so a transfer holds "
-                                 "both workers (benchmarks/results/step_breakdown/dp_overlap_probe.txt)"},
+                                 "one worker and into the other on their own pinned cores, taking about half a "
+                                 "core while it runs (benchmarks/results/step_breakdown/transfer_cores_probe.txt); "
+                                 "the simulator holds both workers for the transfer"},
         }
     doc = {
         "format": CLUSTER_FORMAT,

@@ -295,7 +295,7 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
                   mem, n, times.source)
 
 
-def layer_tensors(layer: Layer) -> int:
+def _layer_tensors(layer: Layer) -> int:
     """Variables of a layer with parameters: a kernel and a bias (no bias when ``use_bias`` is off); BatchNorm's
     scale, offset and two moving statistics."""
     if layer.kind == "batch_norm":
@@ -314,7 +314,7 @@ def _shards(graph: LayerGraph, n: int, strategy: SimStrategy, per_layer: dict[st
     for layer, size, o in zip(weighted, sizes, owners, strict=True):
         out[o] += size
         ups[o] += per_layer[layer.name]
-        tensors[o] += layer_tensors(layer)
+        tensors[o] += _layer_tensors(layer)
     return out, ups, tensors
 
 
