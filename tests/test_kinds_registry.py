@@ -73,6 +73,15 @@ def test_every_kind_has_an_example():
     assert used == set(KINDS), f"kinds without an example model: {sorted(set(KINDS) - used)}"
 
 
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_each_kind_counts_the_keras_variables_its_layer_holds(example: str) -> None:
+    """The simulator charges a parameter server's pull and push a latency per variable: the kinds' counts must add
+    up to the Keras model's own weights (biases switched off, BatchNorm's moving statistics, converted layers)."""
+    model = EXAMPLES[example]()
+    graph = layer_graph_from_keras(model, name=example)
+    assert sum(layer.definition.variables(layer) for layer in graph.layers) == len(model.weights)
+
+
 def test_every_keras_class_maps_to_a_registered_kind():
     assert set(KERAS_CLASSES.values()) <= set(KINDS) | {c.name for c in CONVERTERS}
     for name, kind in KINDS.items():

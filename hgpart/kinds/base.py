@@ -243,6 +243,13 @@ class LayerKind:
         """Shape of the full Keras weight ``name`` (per-channel vectors by default)."""
         return (layer.out_channels,)
 
+    def variables(self, layer: LayerLike) -> int:
+        """How many Keras variables the layer holds: its ``weights``, without the bias when ``use_bias`` is off.
+        A data-parallel parameter server moves each on its own, so each pays a transfer's latency."""
+        if not layer.params:
+            return 0
+        return sum(1 for w in self.weights if not (w == "bias" and layer.config.get("use_bias", True) is False))
+
 
 class FusedKind(LayerKind, ABC):
     """A per-channel layer: each part applies it to the channels it owns, no communication."""

@@ -31,7 +31,7 @@ from hgpart.cluster import Cluster
 from hgpart.errors import BadOptionError, parse_enum
 from hgpart.fileio import write_json
 from hgpart.hypergraph import Hypergraph
-from hgpart.layergraph import Layer, LayerGraph
+from hgpart.layergraph import LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
 from hgpart.placement import Placement
 from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds
@@ -295,14 +295,6 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
                   mem, n, times.source)
 
 
-def _layer_tensors(layer: Layer) -> int:
-    """Variables of a layer with parameters: a kernel and a bias (no bias when ``use_bias`` is off); BatchNorm's
-    scale, offset and two moving statistics."""
-    if layer.kind == "batch_norm":
-        return 4
-    return 1 if layer.config.get("use_bias") is False else 2
-
-
 def _shards(graph: LayerGraph, n: int, strategy: SimStrategy, per_layer: dict[str, float]
             ) -> tuple[list[float], list[float], list[int]]:
     """Parameters held by each device acting as a parameter server (layer by layer, greedily for distributed),
@@ -314,7 +306,7 @@ def _shards(graph: LayerGraph, n: int, strategy: SimStrategy, per_layer: dict[st
     for layer, size, o in zip(weighted, sizes, owners, strict=True):
         out[o] += size
         ups[o] += per_layer[layer.name]
-        tensors[o] += _layer_tensors(layer)
+        tensors[o] += max(1, layer.definition.variables(layer))
     return out, ups, tensors
 
 
