@@ -62,7 +62,8 @@ class LinkFit:
 
 def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
     """Least squares fit of ``seconds = latency + sizes / bandwidth`` (one point per size; at least two sizes),
-    each point weighted by its own time, so that the fit minimises relative errors.
+    each point weighted by its own time, so that the fit minimises relative errors. A point at or below 0 carries
+    no relative information and is left out.
 
     Why relative: a timing's noise grows with its length (the machine's speed drifts by a fraction, not by a fixed
     number of microseconds), so with plain least squares the largest sizes' noise decides the intercept, and the
@@ -75,9 +76,11 @@ def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
                           f"{t.size} times)", where="link benchmark")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(x))):
         raise HgpartError("a link fit got a time that is not finite", where="link benchmark")
-    if not np.all(t > 0):
-        raise HgpartError("a link fit got a time that is not positive", where="link benchmark",
+    keep = t > 0  # a hop's time is a difference of two timings: at or below 0, it is below the timer's reach
+    if len(set(x[keep].tolist())) < 2:
+        raise HgpartError("a link fit needs at least two sizes whose hop time is above 0", where="link benchmark",
                           fix="run `hgpart calibrate` again on a quieter machine, without --quick")
+    x, t = x[keep], t[keep]
     a = np.column_stack([np.ones_like(x), x]) / t[:, None]
     (intercept, slope), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
     if not slope > 0:

@@ -55,12 +55,15 @@ def test_a_few_percent_off_the_largest_size_does_not_wipe_out_the_latency() -> N
     assert np.linalg.lstsq(a, np.asarray(seconds), rcond=None)[0][0] < latency / 4  # the unweighted fit's intercept
     fit = fit_link(SIZES, seconds)
     assert fit.latency == pytest.approx(latency, rel=0.05) and fit.bandwidth == pytest.approx(bandwidth, rel=0.05)
+    seconds[0] = -1e-6  # the smallest hop fell below the timer's reach: left out, the rest still fit
+    assert fit_link(SIZES, seconds).latency == pytest.approx(latency, rel=0.05)
 
 
 @pytest.mark.parametrize(("sizes", "seconds", "says"), [([4096], [1e-3], "two distinct sizes"),
                                                         ([4096, 4096], [1e-3, 2e-3], "two distinct sizes"),
                                                         ([4096, 8192], [2e-3, 1e-3], "do not grow"),
-                                                        ([4096, 8192], [1e-3, math.inf], "not finite")])
+                                                        ([4096, 8192], [1e-3, math.inf], "not finite"),
+                                                        ([4096, 8192, 16384], [-1e-6, 0.0, 1e-3], "above 0")])
 def test_a_fit_that_cannot_be_made_is_one_error(sizes: list[int], seconds: list[float], says: str) -> None:
     with pytest.raises(HgpartError, match=says) as err:
         fit_link(sizes, seconds)
