@@ -218,8 +218,8 @@ def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (model, placement, K, mode) over the rounds: every run's images/s, the median of the rounds'
     medians, the rounds' E (K=2 against the same round's K=1 of the same model and mode) and load ranges."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    k1 = {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["placement"] == "single"}
-    k1p = {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["placement"] == "single" + PINNED}
+    baselines = {e: {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["placement"] == p}
+                 for e, p in (("round_e", "single"), ("round_e1", "single" + PINNED))}
     for r in rows:
         key = (r["model"], r["placement"], r["k"], r["mode"])
         c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "round_e1": [], "load": [],
@@ -231,12 +231,10 @@ def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         c["ips"] = c["ips"] + r["ips"]
         c["round_medians"].append(r["median"])
         c["load"] = c["load"] + list(r.get("load", []))
-        b = k1.get((r["model"], r["mode"], r.get("round", 0)))
-        if r["k"] == 2 and b:
-            c["round_e"].append(r["median"] / (2 * b))
-        b1 = k1p.get((r["model"], r["mode"], r.get("round", 0)))
-        if r["k"] == 2 and b1:
-            c["round_e1"].append(r["median"] / (2 * b1))
+        for e, k1 in baselines.items():
+            b = k1.get((r["model"], r["mode"], r.get("round", 0)))
+            if r["k"] == 2 and b:
+                c[e].append(r["median"] / (2 * b))
     for c in out.values():
         c["median"] = statistics.median(c["round_medians"])
         c["e_median"] = statistics.median(c["round_e"]) if c["round_e"] else None
@@ -268,8 +266,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         b = base.get((r["model"], r["mode"])) if r["mode"] != "fit" else None
         ratio = f"{r['median'] / b:.2f}x" if b else "-"
         if r["k"] == 1 and r["mode"] != "fit" and fit.get(r["model"]):
-            ratio = f"{r['median'] / fit[r['model']]:.2f}x fit" + (
-                f", {r['median'] / fit_steps[r['model']]:.2f}x its steps" if r["model"] in fit_steps else "")
+            ratio = f"{r['median'] / fit[r['model']]:.2f}x fit"  # against fit's compiled steps: the lines below
         meas = f"{r['measured_bytes']:,}" if r["k"] > 1 and r["measured_bytes"] is not None else "-"
         pred = f"{r['predicted_bytes']:,.0f}" if r["k"] > 1 and r["predicted_bytes"] is not None else "-"
         x2 = f"{r['predicted_x2']:,.0f}" if r["k"] > 1 and r["predicted_x2"] is not None else "-"
