@@ -16,6 +16,7 @@ from hgtoys import branching_network, toy_network, unit_work
 
 from hgpart.cli import main
 from hgpart.cluster import Cluster, cluster_from_dict
+from hgpart.errors import HgpartError
 from hgpart.hypergraph import build_hypergraph
 from hgpart.memory import placement_memory
 from hgpart.placement import Placement
@@ -211,7 +212,12 @@ def test_plan_ranks_fitting_plans_by_epoch_time_and_says_why_losers_lose() -> No
     p = plan(graph, _cluster(), PlanOptions(batch_size=8, max_k=4, backend="layerwise"))
     names = [r.name for r in p.rows]
     assert p.winner is not None and names[0] == p.winner.name
-    assert {"single device", "sync-dp K=2", "async-dp-1ps K=4", "layer-wise K=4", "coarse hypergraph K=2"} <= set(names)
+    assert {"single device", "sync-dp K=2", "async-dp-1ps K=4", "layer-wise K=4 async", "layer-wise K=4 sync",
+            "coarse hypergraph K=2 async", "coarse hypergraph K=2 sync", "coarse hypergraph K=2 x DP 2"} <= set(names)
+    # max_k bounds the devices of every plan: 2 x 2 is the only hybrid, and it runs on 4 devices
+    hybrids = [r for r in p.rows if "x DP" in r.name]
+    assert [(r.name, r.k, len(r.result.memory), r.result.replicas) for r in hybrids] == [
+        ("coarse hypergraph K=2 x DP 2", 4, 4, 2)]
     epochs = [r.result.epoch_s for r in p.rows if r.fits]
     assert epochs == sorted(epochs)
     assert all(r.reason for r in p.rows) and p.rows[0].reason == "fastest that fits"
@@ -225,3 +231,46 @@ def test_plan_ranks_fitting_plans_by_epoch_time_and_says_why_losers_lose() -> No
     assert all(r.reason.startswith("does not fit") and r.max_memory > limit for r in q.rows if not r.fits)
     assert all(r.max_memory <= limit for r in q.rows if r.fits)
     assert q.winner is not None and q.rows.index(q.winner) == 0
+
+
+def test_plan_partitions_a_hypergraph_plan_again_to_fit_the_memory_limit() -> None:
+    from hgpart.simulate.plan import PlanOptions, plan
+
+    graph = toy_network()
+    free = plan(graph, _cluster(), PlanOptions(batch_size=8, max_k=4, backend="layerwise"))
+    single = next(r for r in free.rows if r.name == "single device")
+    limit = single.max_memory * 0.7
+    q = plan(graph, _cluster(), PlanOptions(batch_size=8, max_k=4, backend="mtkahypar", memory_limit=limit))
+    rows = {r.name: r for r in q.rows}
+    # the layer-wise split of K = 2 (sync) does not fit; the hypergraph plan was partitioned again, with memory
+    # as the vertex weight, and its placement's every part now fits
+    assert not rows["layer-wise K=2 sync"].fits
+    fitted = rows["coarse hypergraph K=2 sync"]
+    assert fitted.fits and "memory" in fitted.fitted and "partitioned to fit" in fitted.reason
+    assert fitted.placement is not None and fitted.placement.provenance.get("memory_limit_bytes") == limit
+    mem = placement_memory(fitted.placement, batch_size=8, inflight=1)
+    assert max(m.total for m in mem) <= limit
+    # where nothing fits at K, the row says why and stays out of the ranking
+    hopeless = rows["coarse hypergraph K=2 async"]
+    assert not hopeless.fits and "does not fit" in hopeless.reason and "no placement" in hopeless.fitted
+    fits = [r.fits for r in q.rows]
+    assert q.winner is not None and fits == sorted(fits, reverse=True)
+
+
+def test_model_times_data_parallelism_runs_each_replica_on_its_share_and_all_reduces_the_parts() -> None:
+    pl = _placement(k=2)
+    cluster = _cluster()
+    one = simulate(pl, cluster, SimOptions(batch_size=4, mode=Mode.SYNC, inflight=2, jobs=4))
+    two = simulate(pl, cluster, SimOptions(batch_size=8, mode=Mode.SYNC, inflight=2, replicas=2, jobs=4))
+    assert two.replicas == 2 and len(two.memory) == len(two.times) == 4
+    # every device holds its part of one replica at B / R, as the replica alone at that batch
+    assert [m.total for m in two.memory] == [m.total for m in one.memory] * 2
+    sends = [t for t in two.tasks if t.kind is TaskKind.SEND and "all-gather" in t.name]
+    assert sends and {(t.device % 2, t.peer % 2) for t in sends} == {(0, 0), (1, 1)}  # part p to part p only
+    # the replicas compute at once; the all-reduce of the parts' gradients makes the step longer than one alone
+    assert two.step_s > one.step_s
+    assert two.images_per_s > one.images_per_s
+    with pytest.raises(HgpartError, match="sync mode only"):
+        simulate(pl, cluster, SimOptions(batch_size=8, mode=Mode.ASYNC, replicas=2))
+    with pytest.raises(HgpartError, match="needs 6 devices"):
+        simulate(pl, cluster, SimOptions(batch_size=6, mode=Mode.SYNC, inflight=1, replicas=3))

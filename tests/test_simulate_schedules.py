@@ -109,6 +109,40 @@ def test_ring_all_reduce() -> None:
     assert run.ends == [10.0, 20.0]
 
 
+def test_model_times_data_parallelism_all_reduces_each_part_over_its_replicas() -> None:
+    # the two-stage template on 2 replicas (devices 0,1 and 2,3), sync, one micro-batch each; transfer
+    # 0.25 + bytes / 128. Each replica: F0 [0,1], map [1,1.5], F1 [1.5,2.5], B1 [2.5,4.5], grad [4.5,5], B0 [5,7].
+    # Part 1 (devices 1 and 3, 128 gradient bytes -> chunks of 64, 0.75 s a round) is ready at 4.5, but each
+    # device's out-port is sending the replica's map gradient until 5: rounds [5,5.75] and [5.75,6.5], update
+    # [6.5,6.75]. Part 0 (devices 0 and 2, 256 bytes -> 128, 1.25 s a round): rounds [7,8.25] and [8.25,9.5],
+    # update [9.5,9.75], the end of the step, which trained 2 x 8 images.
+    wl = ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.SYNC, inflight=1,
+                       replicas=2, grad_bytes=[256.0, 128.0])
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=1)
+    t = _by_name(eng)
+    expect = {}
+    for r in (0, 1):
+        expect |= {f"fwd s0 r{r} b0": (0.0, 1.0), f"map s0 r{r} b0": (1.0, 1.5), f"fwd s1 r{r} b0": (1.5, 2.5),
+                   f"bwd s1 r{r} b0": (2.5, 4.5), f"grad s0 r{r} b0": (4.5, 5.0), f"bwd s0 r{r} b0": (5.0, 7.0),
+                   f"update part 1 r{r} b0": (6.5, 6.75), f"update part 0 r{r} b0": (9.5, 9.75)}
+    for a, b in ((0, 1), (1, 0)):
+        expect |= {f"part 1 reduce-scatter 0 r{a}->r{b} b0": (5.0, 5.75),
+                   f"part 1 all-gather 1 r{a}->r{b} b0": (5.75, 6.5),
+                   f"part 0 reduce-scatter 0 r{a}->r{b} b0": (7.0, 8.25),
+                   f"part 0 all-gather 1 r{a}->r{b} b0": (8.25, 9.5)}
+    assert {name: (t[name].start, t[name].end) for name in expect} == expect
+    assert t["part 0 reduce-scatter 0 r1->r0 b0"].device == 2 and t["part 0 reduce-scatter 0 r1->r0 b0"].peer == 0
+    assert t["update part 1 r1 b0"].device == 3
+    assert run.ends == [9.75] and run.images == [16]
+
+
+def test_model_times_data_parallelism_is_sync_only() -> None:
+    with pytest.raises(ValueError, match="sync mode only"):
+        ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.ASYNC, inflight=2,
+                      replicas=2, grad_bytes=[256.0, 128.0])
+
+
 def _cluster(port_per: str) -> ClusterDevices:
     return ClusterDevices(cluster_from_dict({
         "format": "hgpart.cluster/1", "name": "toy", "nodes": 3, "devices_per_node": 1,

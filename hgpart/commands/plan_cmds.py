@@ -27,7 +27,8 @@ def plan_cmd(
                                  "this-machine after `hgpart calibrate`) or cluster file"),
     input: str | None = typer.Option(None, "--input", "-i", help="input size: 224 (=224x224x3), 32x32x1, ..."),
     batch_size: int = typer.Option(32, "--batch-size", "-b", help="mini-batch size"),
-    max_k: int = typer.Option(8, "--max-k", help="largest K (devices) to consider; K = 2, 4, 8, ..."),
+    max_k: int = typer.Option(8, "--max-k", help="the most devices a plan uses; K = 2, 4, 8, ... (model x data "
+                              "parallelism: K x R)"),
     memory_limit: str | None = typer.Option(None, "--memory-limit", help="bytes per device, e.g. 16GiB "
                                             "(default: the cluster device's capacity)"),
     fine: bool = typer.Option(False, "--fine/--no-fine", help="also fine-grain hypergraph placements (slow on "
@@ -51,6 +52,10 @@ def plan_cmd(
     win = result.winner
     if win is None:
         con.print("[red]no plan fits in memory[/]: lower the batch size, raise --max-k, or use a larger device")
+    elif win.placement is not None and win.result.replicas > 1:
+        con.print(f"winner: {win.name}; the placement each of its {win.result.replicas} replicas runs: "
+                  f"{win.placement.save(out)} (hgpart train runs one replica; data parallelism across replicas is "
+                  "not in the runtime yet)")
     elif win.placement is not None:
         con.print(f"winner: {win.name}; placement: {win.placement.save(out)}")
     else:

@@ -32,6 +32,8 @@ def simulate_cmd(
                                  "on the devices at a time; async data-parallel workers take turns)"),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="mini-batch size (0 = the placement's)"),
     devices: int = typer.Option(0, "--devices", help="data-parallel replicas (0 = the placement's K)"),
+    replicas: int = typer.Option(1, "--replicas", help="model x data parallelism (--mode sync): R copies of the "
+                                 "placement on K devices each, every part's gradient all-reduced over its R copies"),
     optimizer: str = typer.Option("adam", "--optimizer", help="sgd | momentum | adam"),
     images: int = typer.Option(10_240, "--images", help="images per epoch (default: the thesis's 10,240)"),
     trace: Path | None = typer.Option(None, "--trace", help="folder for devices_trace.simulated.json "
@@ -43,7 +45,8 @@ def simulate_cmd(
     opts = SimOptions(batch_size=_at_least(batch_size, 0, "--batch-size"), strategy=SimStrategy.parse(strategy),
                       mode=_mode(mode), inflight=_at_least(inflight, 0, "--inflight"),
                       devices=_at_least(devices, 0, "--devices"), optimizer=optimizer,
-                      images=_at_least(images, 1, "--images"), pipeline=SimPipeline.parse(pipeline))
+                      images=_at_least(images, 1, "--images"), pipeline=SimPipeline.parse(pipeline),
+                      replicas=_at_least(replicas, 1, "--replicas"))
     res = simulate(load_placement(placement), load_cluster(cluster), opts)
     con = Console()
     print_result(con, res)
@@ -72,6 +75,8 @@ def print_result(con: Console, res: SimResult) -> None:
     """The headline figures, one row per device (time shares and memory), and the critical path by kind."""
     flight = "in flight" if res.mode is Mode.ASYNC else "micro-batches"
     how = f"{res.mode.value}, {res.inflight} {flight}" if res.strategy is SimStrategy.MODEL else res.mode.value
+    if res.replicas > 1:
+        how += f", x {res.replicas} data-parallel replicas"
     con.print(f"{res.model} {res.strategy.value} ({how}) on {res.cluster}, batch {res.batch_size}: "
               f"[bold]{res.step_s * 1e3:.1f} ms/step, {res.images_per_s:.1f} img/s, {res.epoch_s:.1f} s per epoch[/] "
               f"of {res.images} images ({res.jobs} jobs simulated)")

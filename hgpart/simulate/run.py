@@ -107,6 +107,7 @@ class SimOptions:
     images: int = 10_240
     jobs: int = 0  # jobs to simulate (0: enough for a steady state)
     pipeline: SimPipeline = SimPipeline.STAGES  # async MP (and async DP): overlapping calls or one at a time
+    replicas: int = 1  # model parallelism x data parallelism (sync mode): copies of the placement, K devices each
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class SimResult:
     compute_source: str
     node_of: list[int] = field(default_factory=list)
     tasks: list[Task] = field(default_factory=list, repr=False)
+    replicas: int = 1  # model x data parallelism: copies of the placement
 
     @property
     def fits(self) -> bool:
@@ -172,6 +174,7 @@ class SimResult:
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy.value, "mode": self.mode.value, "cluster": self.cluster,
                 "model": self.model, "batch_size": self.batch_size, "inflight": self.inflight,
+                "replicas": self.replicas,
                 "devices": self.devices, "step_s": self.step_s, "images_per_s": self.images_per_s,
                 "epoch_s": self.epoch_s, "images": self.images, "jobs": self.jobs,
                 "times": [t.to_dict() for t in self.times],
@@ -220,27 +223,39 @@ class _Built:
 
 
 def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes) -> _Built:
-    k, n = pl.k, opts.inflight or pl.k
-    _check(k, cluster, f"a {k}-part placement")
+    k, n, reps = pl.k, opts.inflight or pl.k, opts.replicas
+    if reps < 1:
+        raise BadOptionError(f"replicas must be >= 1, not {reps}", where="--replicas", option="--replicas",
+                             value=reps, fix="use 1 (model parallelism alone) or more")
+    if reps > 1 and opts.mode is not Mode.SYNC:
+        raise BadOptionError("model x data parallelism (--replicas > 1) runs in sync mode only", where="--replicas",
+                             option="--replicas", value=reps, fix="add --mode sync, or use --replicas 1")
+    _check(k * reps, cluster, f"a {k}-part placement" + (f" x {reps} replicas" if reps > 1 else ""))
+    if batch % reps:
+        raise BadOptionError(f"batch size {batch} is not divisible by {reps} replicas", where="--batch-size",
+                             option="--batch-size", value=batch, fix="use a multiple of --replicas")
+    share = batch // reps  # each replica's part of the mini-batch
     if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
         n = 1  # calls of one multi-device function do not overlap (SimPipeline)
-    if opts.mode is Mode.SYNC and batch % n:
-        raise BadOptionError(f"batch size {batch} is not divisible into {n} micro-batches", where="--inflight",
+    if opts.mode is Mode.SYNC and share % n:
+        raise BadOptionError(f"batch size {share} is not divisible into {n} micro-batches", where="--inflight",
                              option="--inflight", value=n, fix="use a batch size divisible by --inflight")
-    micro = batch if opts.mode is Mode.ASYNC else batch // n
+    micro = share if opts.mode is Mode.ASYNC else share // n
     if micro != times.batch:  # a layer's time per sample depends on the batch it runs at: the profile nearest it
         times = layer_times(pl.graph, cluster.device, batch=micro)
     together = opts.mode is Mode.SYNC and opts.pipeline is SimPipeline.GRAPH
     # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together
     # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample
-    tpl = mp_template(pl, times, micro_batch=batch if together else micro)
+    tpl = mp_template(pl, times, micro_batch=share if together else micro)
     ups = _part_updates(tpl, pl.graph, layer_update_seconds(pl.graph, times, cluster.device, opts.optimizer))
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
-                       call_s=cluster.device.call_overhead)
+                       call_s=cluster.device.call_overhead, replicas=reps,
+                       grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params])
     kept = n if opts.mode is Mode.ASYNC else 1
-    settings = MemorySettings(batch_size=batch, inflight=kept, optimizer=Optimizer.parse(opts.optimizer))
+    settings = MemorySettings(batch_size=share, inflight=kept, optimizer=Optimizer.parse(opts.optimizer))
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
-    return _Built(wl, [DeviceMemory.of(p, m, cluster.device.memory_bytes) for p, m in enumerate(mem)], n,
+    cap = cluster.device.memory_bytes
+    return _Built(wl, [DeviceMemory.of(r * k + p, m, cap) for r in range(reps) for p, m in enumerate(mem)], n,
                   times.source)
 
 
@@ -339,7 +354,8 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: H
         devices=[f"{cluster.device.kind} {d}" for d in range(used)], step_s=step, images_per_s=ips,
         epoch_s=_epoch(run, opts.images, batch, step), images=opts.images, jobs=jobs,
         times=device_times(eng.tasks, used), memory=mem, path=critical_path(eng.tasks),
-        compute_source=built.source, node_of=[cluster.node_of(d) for d in range(used)], tasks=eng.tasks)
+        compute_source=built.source, node_of=[cluster.node_of(d) for d in range(used)], tasks=eng.tasks,
+        replicas=opts.replicas if opts.strategy is SimStrategy.MODEL else 1)
 
 
 def _dp_mode(strategy: SimStrategy) -> Mode:

@@ -31,7 +31,7 @@ its work: the fixed cost of a call (dispatch, the feed, the loss fetched back) t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -40,7 +40,7 @@ from hgpart.simulate.engine import Engine, Task, TaskKind
 from hgpart.simulate.mpgraph import MPTemplate, add_batch
 
 __all__ = ["Mode", "Devices", "Workload", "JobRun", "run_jobs", "ModelParallel", "SingleDevice", "RingDataParallel",
-           "AsyncDataParallel", "greedy_shards"]
+           "AsyncDataParallel", "greedy_shards", "ring_allreduce"]
 
 
 class Mode(Enum):
@@ -138,7 +138,13 @@ def _call(eng: Engine, name: str, seconds: float, device: int, job: int) -> tupl
 
 @dataclass
 class ModelParallel:
-    """A placement's parts on ``devices[p]``; ``update_s[p]`` is part p's optimizer update."""
+    """A placement's parts on ``devices[p]``; ``update_s[p]`` is part p's optimizer update.
+
+    ``replicas`` R > 1 (sync mode only): model parallelism x data parallelism. Replica ``r`` runs the placement on
+    devices ``r K .. r K + K - 1`` (``devices`` shifted by ``r K``) on its ``B / R`` share of the batch, as
+    ``inflight`` micro-batches; then, for every part ``p``, a ring all-reduce of part p's gradient
+    (``grad_bytes[p]``) among the R devices holding part ``p``; then every device's update.
+    """
 
     tpl: MPTemplate
     devices: Sequence[int]
@@ -147,27 +153,76 @@ class ModelParallel:
     mode: Mode
     inflight: int
     call_s: float = 0.0
+    replicas: int = 1
+    grad_bytes: Sequence[float] = ()
+
+    def __post_init__(self) -> None:
+        if self.replicas > 1 and self.mode is not Mode.SYNC:
+            raise ValueError("model x data parallelism is simulated in sync mode only")
+        if self.replicas > 1 and len(self.grad_bytes) != self.tpl.k:
+            raise ValueError("model x data parallelism needs every part's gradient bytes")
 
     @property
     def slots(self) -> int:
         return self.inflight if self.mode is Mode.ASYNC else 1
 
-    def _place(self, part: int) -> tuple[int, str]:
-        d = self.devices[part]
-        return d, self.where.compute(d)
+    def _placer(self, replica: int) -> Callable[[int], tuple[int, str]]:
+        shift = replica * self.tpl.k
+
+        def place(part: int) -> tuple[int, str]:
+            d = self.devices[part] + shift
+            return d, self.where.compute(d)
+
+        return place
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         micro = 1 if self.mode is Mode.ASYNC else self.inflight
-        back: dict[int, list[int]] = {}
+        k = self.tpl.k
+        back: dict[tuple[int, int], list[int]] = {}  # (replica, part) -> its backward tasks
         after = _call(eng, f"call b{job}", self.call_s, self.devices[0], job)
-        for m in range(micro):
-            tag = f" b{job}" + (f".{m}" if micro > 1 else "")
-            bt = add_batch(eng, self.tpl, self._place, self.where.transfer, batch=job, tag=tag, after=after)
-            for p, ids in bt.backward_of_part.items():
-                back.setdefault(p, []).extend(ids)
-        ups = [_update(eng, f"update part {p} b{job}", self.update_s[p], *self._place(p), job, back.get(p, []))
-               for p in range(self.tpl.k)]
-        return _mark(eng, f"step b{job}", job, ups), self.tpl.micro_batch * micro
+        for r in range(self.replicas):
+            place = self._placer(r)
+            for m in range(micro):
+                tag = (f" r{r}" if self.replicas > 1 else "") + f" b{job}" + (f".{m}" if micro > 1 else "")
+                bt = add_batch(eng, self.tpl, place, self.where.transfer, batch=job, tag=tag, after=after)
+                for p, ids in bt.backward_of_part.items():
+                    back.setdefault((r, p), []).extend(ids)
+        if self.replicas == 1:
+            ups = [_update(eng, f"update part {p} b{job}", self.update_s[p], *place(p), job, back.get((0, p), []))
+                   for p in range(k)]
+            return _mark(eng, f"step b{job}", job, ups), self.tpl.micro_batch * micro
+        ups = []
+        for p in range(k):
+            devs = [self.devices[p] + r * k for r in range(self.replicas)]
+            got = [_mark(eng, f"grads part {p} r{r} b{job}", job, back.get((r, p), []))
+                   for r in range(self.replicas)]
+            got = ring_allreduce(eng, self.where, devs, self.grad_bytes[p], got, job, tag=f"part {p} ")
+            for r, d in enumerate(devs):
+                ups.append(_update(eng, f"update part {p} r{r} b{job}", self.update_s[p], d, self.where.compute(d),
+                                   job, (got[r],)))
+        return _mark(eng, f"step b{job}", job, ups), self.tpl.micro_batch * micro * self.replicas
+
+
+def ring_allreduce(eng: Engine, where: Devices, devices: Sequence[int], nbytes: float, got: Sequence[int], job: int,
+                   *, tag: str = "") -> list[int]:
+    """A ring all-reduce of ``nbytes`` over ``devices``: ``2 (n - 1)`` rounds, in each of which every device sends
+    one ``1 / n`` chunk to the next and waits for the chunk from the previous one. ``got[i]``: the task device
+    ``i`` waits for before its first send (its gradient is ready); returns, per device, the task after which it
+    holds the sum."""
+    n = len(devices)
+    got = list(got)
+    chunk = nbytes / n
+    for r in range(2 * (n - 1)):
+        phase = "reduce-scatter" if r < n - 1 else "all-gather"
+        sent = []
+        for i in range(n):
+            j = (i + 1) % n
+            a, b = devices[i], devices[j]
+            seconds, ports = where.transfer(a, b, chunk)
+            sent.append(eng.add(Task(f"{tag}{phase} {r} r{i}->r{j} b{job}", TaskKind.SEND, seconds, ports, device=a,
+                                     peer=b, batch=job, deps=(got[i],), nbytes=chunk)))
+        got = [sent[(i - 1) % n] for i in range(n)]
+    return got
 
 
 @dataclass
@@ -214,17 +269,7 @@ class RingDataParallel:
                              deps=after))
             back.append(eng.add(Task(f"bwd r{i} b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=i,
                                      batch=job, deps=(f,))))
-        got = back  # got[i]: what replica i must have before its next send
-        chunk = self.grad_bytes / n
-        for r in range(2 * (n - 1)):
-            phase = "reduce-scatter" if r < n - 1 else "all-gather"
-            sent = []
-            for i in range(n):
-                j = (i + 1) % n
-                seconds, ports = self.where.transfer(i, j, chunk)
-                sent.append(eng.add(Task(f"{phase} {r} r{i}->r{j} b{job}", TaskKind.SEND, seconds, ports, device=i,
-                                         peer=j, batch=job, deps=(got[i],), nbytes=chunk)))
-            got = [sent[(i - 1) % n] for i in range(n)]
+        got = ring_allreduce(eng, self.where, list(range(n)), self.grad_bytes, back, job)
         ups = [_update(eng, f"update r{i} b{job}", self.update_s, i, self.where.compute(i), job, (got[i],))
                for i in range(n)]
         return _mark(eng, f"step b{job}", job, ups), self.batch
