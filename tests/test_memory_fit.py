@@ -99,6 +99,12 @@ def test_no_fit_names_the_smallest_k() -> None:
     assert "use --k 4, the smallest K that fits" in line
     res = partition_fitting(hg, Job(k=4, backend="exact", time_limit=10), MemoryLimit(60_000.0, SETTINGS))
     assert _largest(hg, res.parts, 4) <= 60_000.0
+    # a caller that tries every K itself (hgpart plan) asks for no search: the same finding at K, no smallest K
+    with pytest.raises(NoFitError) as at_k:
+        partition_fitting(hg, Job(k=2, backend="exact", time_limit=10), MemoryLimit(60_000.0, SETTINGS),
+                          search=False)
+    assert at_k.value.smallest_k is None and "(the exact program proves it)" in at_k.value.what
+    assert "K >= 4" in (at_k.value.fix or "")
 
 
 def test_a_vertex_larger_than_the_limit_fits_nowhere() -> None:

@@ -244,8 +244,9 @@ def _report(limit: MemoryLimit, cands: _Candidates, chosen: Attempt) -> dict[str
             "attempts": [asdict(a) for a in cands.attempts]}
 
 
-def _no_fit(hg: Hypergraph, job: Job, limit: MemoryLimit, vm: VertexMemory, cands: _Candidates) -> NoFitError:
-    """The one-line error: nothing fits at K; the bound on K and the smallest K found that fits."""
+def _no_fit(hg: Hypergraph, job: Job, limit: MemoryLimit, vm: VertexMemory, cands: _Candidates, *,
+            search: bool = True) -> NoFitError:
+    """The one-line error: nothing fits at K; the bound on K and (``search``) the smallest K found that fits."""
     lim = format_size(limit.limit_bytes)
     where = None
     bound = smallest_k_bound(vm, limit.limit_bytes)
@@ -260,6 +261,9 @@ def _no_fit(hg: Hypergraph, job: Job, limit: MemoryLimit, vm: VertexMemory, cand
     what = (f"no placement fits {lim} per part at K = {job.k} (the exact program proves it)" if cands.proven
             else f"no placement found at K = {job.k} in which every part fits {lim}{best}")
     total = f"total {format_size(float(vm.total.sum()))} needs K >= {bound}"
+    if not search:
+        return NoFitError(what, where=where, k=job.k, fix=f"{total}; raise the limit or lower --batch-size or "
+                          "--inflight")
     start = max(bound, job.k + 1)
     proven_below = True  # every K above the one asked and below the one tried is below the bound or proven
     for kk in range(start, min(start + SEARCH_SPAN, hg.num_vertices + 1)):
@@ -294,9 +298,11 @@ def fitting_metrics(hg: Hypergraph, parts: np.ndarray, k: int, limit: MemoryLimi
                              inflight=s.inflight, memory_limit=limit.limit_bytes)
 
 
-def partition_fitting(hg: Hypergraph, job: Job, limit: MemoryLimit | None) -> PartitionResult:
+def partition_fitting(hg: Hypergraph, job: Job, limit: MemoryLimit | None, *, search: bool = True
+                      ) -> PartitionResult:
     """A placement of ``hg`` in ``job.k`` parts in which every part fits ``limit`` (module docstring);
-    without a limit, :func:`hgpart.partitioners.partition` as it is.
+    without a limit, :func:`hgpart.partitioners.partition` as it is. ``search=False``: when nothing fits at K,
+    raise at once instead of searching for the smallest K that fits (a caller that tries every K itself).
 
     Returns:
         the chosen :class:`PartitionResult`; ``info["memory"]`` records the limit, the settings, every
@@ -313,7 +319,7 @@ def partition_fitting(hg: Hypergraph, job: Job, limit: MemoryLimit | None) -> Pa
     cands = _at_k(hg, job, limit, vm, first=True)
     chosen = cands.best()
     if chosen is None:
-        raise _no_fit(hg, job, limit, vm, cands)
+        raise _no_fit(hg, job, limit, vm, cands, search=search)
     res, att = chosen
     res.objective_bytes = km1_bytes(hg, res.parts, job.k)
     res.info["memory"] = _report(limit, cands, att)

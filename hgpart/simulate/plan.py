@@ -143,11 +143,11 @@ class _Placements:
         """A placement at K whose every part fits ``limit`` under ``settings``, and how it was made.
 
         Raises:
-            NoFitError: none was found (its message names the smallest K that fits, if one was found).
+            NoFitError: none was found at K.
         """
         hg = self.hypergraph(grain)
         res = partition_fitting(hg, Job(k, backend, 0.1, self.opts.seed, runner=partition),
-                                MemoryLimit(limit, settings))
+                                MemoryLimit(limit, settings), search=False)  # the plan tries every K itself
         mem = res.info.get("memory")
         how = str(mem.get("chosen", backend)) if isinstance(mem, dict) else backend
         return self._wrap(hg, res.parts, k, backend, memory_limit_bytes=limit, fitted=how), how
@@ -230,7 +230,7 @@ def plan(graph: LayerGraph, cluster: Cluster, opts: PlanOptions) -> Plan:
             try:
                 pl, how = made.fitting(k, c.grain, c.backend, _settings(c.sim, opts.batch_size, k), limit)
             except NoFitError as exc:
-                fitted = exc.what + (f"; K = {exc.smallest_k} would fit" if exc.smallest_k else "")
+                fitted = exc.what
             else:
                 res = simulate(pl, target, c.sim)
                 fitted = how
