@@ -148,8 +148,13 @@ def test_command_line_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert result["images_per_s"] > 0 and len(result["memory"]) == 2
     path = result["critical_path"]
     assert path and all(a["end_s"] <= b["start_s"] + 1e-12 for a, b in zip(path, path[1:], strict=False))
+    code, out, _ = _cli(["simulate", "-p", str(pl_path), "-c", str(cfile), "--mode", "sync", "--inflight", "2",
+                         "--replicas", "2", "--json", str(tmp_path / "h.json")], capsys)
+    hybrid = json.loads((tmp_path / "h.json").read_text())
+    assert code == 0 and "x 2 data-parallel replicas" in out and hybrid["replicas"] == 2 and len(hybrid["memory"]) == 4
     for argv, needle in ((["--mode", "pipelined"], "unknown mode"), (["-s", "hybrid"], "unknown strategy"),
-                         (["--devices", "8", "-s", "sync-dp"], "needs 8 devices")):
+                         (["--devices", "8", "-s", "sync-dp"], "needs 8 devices"),
+                         (["--replicas", "2"], "sync mode only"), (["--replicas", "0"], "--replicas = 0")):
         code, _, err = _cli(["simulate", "-p", str(pl_path), "-c", str(cfile), *argv], capsys)
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
 
