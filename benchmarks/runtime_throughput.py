@@ -37,7 +37,13 @@ so on a 2-core machine this is compute taken from them. Everything is measured i
 shared: expect noise. Its speed also drifts by tens of percent within minutes, so ``--rounds R`` runs
 the K=1, K=2 and ``fit`` children R times in turn and takes E within each round (K=2 against that round's K=1);
 the table gives the median over rounds and each round's E. Every child records the load average at its start
-and end (``load`` in each row of ``results.json``).
+and end (``load`` in each row of ``results.json``); the run prints the load average at its start and end.
+
+``E steady`` is E on steady-state throughput: a run's images after its first ``w`` steps over the time from the
+end of step ``w`` to the end of its last step, with ``w`` = the batches in flight in async mode and 1 in sync mode,
+for K=1 and K=2 alike. Images/s over the whole run charge a K-stage pipeline's fill and drain (one batch's
+latency through every stage, a one-off cost of a training run) to ``--steps`` steps; on vgg16 with 8 steps that is
+about a tenth of the run, so the whole-run E of short runs understates what the pipeline sustains.
 """
 
 from __future__ import annotations
@@ -171,6 +177,7 @@ def child(args: argparse.Namespace) -> None:
         for job in jobs:
             for mode in args.modes.split(","):
                 ips: list[float] = []
+                steady: list[float] = []
                 client: list[float] = []
                 res = None
                 l0 = load()
@@ -181,11 +188,13 @@ def child(args: argparse.Namespace) -> None:
                                 mode=mode.split("-")[0], dataset="synthetic", inflight=inflight, seed=0,
                                 pipeline=pipeline)
                     ips.append(res.images_per_s)
+                    steady.append(steady_ips([r.end_s for r in res.rows], args.batch_size,
+                                             inflight if mode.startswith("async") else 1))
                     client.append(res.client_cpu_seconds / res.seconds)
                 assert res is not None
                 t = res.traffic.check(res.predicted_fwd_bytes) if res.traffic is not None else {}
                 row = {"model": job["model"], "placement": job["name"] + (PINNED if args.pin_client else ""),
-                       "k": k, "mode": mode, "ips": ips,
+                       "k": k, "mode": mode, "ips": ips, "steady": steady,
                        "inflight": inflight, "profile": job.get("profile", ""),
                        "median": statistics.median(ips), "workers": info,
                        "measured_bytes": t.get("model"),
@@ -194,6 +203,16 @@ def child(args: argparse.Namespace) -> None:
                        "final_loss": res.losses[-1] if res.losses else None, "load": [l0, load()],
                        "client_cores": statistics.median(client)}
                 print("ROW " + json.dumps(row), flush=True)
+
+
+def steady_ips(ends: list[float], batch: int, warm: int) -> float:
+    """Images/s after the first ``warm`` steps to end: the steps after them over the time from the ``warm``-th
+    end to the last (the whole run's rate when there are too few steps)."""
+    ends = sorted(ends)
+    w = min(max(1, warm), len(ends) - 1)
+    if w < 1 or ends[-1] <= ends[w - 1]:
+        return len(ends) * batch / ends[-1] if ends and ends[-1] > 0 else 0.0
+    return (len(ends) - w) * batch / (ends[-1] - ends[w - 1])
 
 
 def run_child(k: int, jobs: Any, args: argparse.Namespace, *, pin_client: bool = False) -> list[dict[str, Any]]:
@@ -220,10 +239,17 @@ def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     baselines = {e: {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["placement"] == p}
                  for e, p in (("round_e", "single"), ("round_e1", "single" + PINNED))}
+    steady_k1 = {(r["model"], r["mode"], r.get("round", 0)): statistics.median(r["steady"]) for r in rows
+                 if r["placement"] == "single" and r.get("steady")}
     for r in rows:
         key = (r["model"], r["placement"], r["k"], r["mode"])
         c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "round_e1": [], "load": [],
-                                 "client": [], "steps": []})
+                                 "client": [], "steps": [], "steady": [], "round_es": []})
+        if r.get("steady"):
+            c["steady"] = c["steady"] + r["steady"]
+            b1 = steady_k1.get((r["model"], r["mode"], r.get("round", 0)))
+            if r["k"] == 2 and b1:
+                c["round_es"].append(statistics.median(r["steady"]) / (2 * b1))
         if r.get("steps_median") is not None:
             c["steps"].append(r["steps_median"])
         if r.get("client_cores") is not None:
@@ -239,6 +265,7 @@ def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         c["median"] = statistics.median(c["round_medians"])
         c["e_median"] = statistics.median(c["round_e"]) if c["round_e"] else None
         c["e1_median"] = statistics.median(c["round_e1"]) if c["round_e1"] else None
+        c["es_median"] = statistics.median(c["round_es"]) if c["round_es"] else None
     return list(out.values())
 
 
@@ -259,8 +286,8 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     fit_steps = {r["model"]: statistics.median(r["steps"]) for r in rows if r["mode"] == "fit" and r.get("steps")}
     table = Table(title=f"images/s, median of {args.rounds} round(s) of {args.repeats} x {args.steps} steps, batch "
                         f"{args.batch_size}, local pinned workers (K=1 on {args.baseline_cores} core(s)); E per round")
-    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "E1", "client CPU",
-                "bytes/step measured", "predicted", "pred. vol x2", "rel.err", "load"):
+    for col in ("model", "placement", "K", "mode", "images/s", "runs", "vs K=1", "E", "E1", "steady", "E steady",
+                "client CPU", "bytes/step measured", "predicted", "pred. vol x2", "rel.err", "load"):
         table.add_column(col, justify="left" if col in ("model", "placement", "mode") else "right")
     for r in rows:
         b = base.get((r["model"], r["mode"])) if r["mode"] != "fit" else None
@@ -276,8 +303,10 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         cpu = f"{statistics.median(r['client']):.2f}" if r.get("client") else "-"
         table.add_row(r["model"], r["placement"], str(r["k"]), r["mode"], f"{r['median']:.1f}",
                       " ".join(f"{v:.0f}" for v in r["ips"]), ratio, e_cell(r["e_median"], r["round_e"]),
-                      e_cell(r["e1_median"], r["round_e1"]), cpu, meas, pred, x2, err, ld)
-    Console(width=160).print(table)
+                      e_cell(r["e1_median"], r["round_e1"]),
+                      f"{statistics.median(r['steady']):.1f}" if r.get("steady") else "-",
+                      e_cell(r.get("es_median"), r.get("round_es", [])), cpu, meas, pred, x2, err, ld)
+    Console(width=180).print(table)
     for r in rows:
         if r["k"] == 1 and r["mode"] != "fit" and r["model"] in fit:
             print(f"{r['model']} {r['placement']} {r['mode']}: K=1 runtime {r['median']:.1f} images/s = "
@@ -365,7 +394,8 @@ def main() -> None:
     write_json(out / "results.json", {"command": "python " + " ".join(sys.argv), "args": vars(args),
                                       "loadavg_start": load_start, "loadavg_end": load_end, "rows": rows})
     report(rows, args)
-    print(f"total {time.perf_counter() - t0:.0f} s; rows in {out / 'results.json'}")
+    print(f"total {time.perf_counter() - t0:.0f} s; rows in {out / 'results.json'}; load average at start "
+          f"{load_start}, at end {load_end}")
 
 
 if __name__ == "__main__":
