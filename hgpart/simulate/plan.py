@@ -37,12 +37,12 @@ from hgpart.cluster import Cluster
 from hgpart.errors import BadOptionError
 from hgpart.hypergraph import Grain, Hypergraph, build_hypergraph
 from hgpart.layergraph import LayerGraph
-from hgpart.memory import MemorySettings, Optimizer, format_size
+from hgpart.memory import MemorySettings, format_size
 from hgpart.partitioners import partition
 from hgpart.partitioners.memory_fit import Job, MemoryLimit, NoFitError, partition_fitting
 from hgpart.placement import Placement
 from hgpart.profile import analytic_profile
-from hgpart.simulate.run import SimOptions, SimResult, SimStrategy, simulate
+from hgpart.simulate.run import SimOptions, SimResult, SimStrategy, model_memory_settings, simulate
 from hgpart.simulate.workloads import Mode
 
 __all__ = ["PlanOptions", "PlanRow", "Plan", "plan"]
@@ -201,13 +201,6 @@ def _reason(row: PlanRow, best: PlanRow | None, limit: float) -> str:
     return f"{slower:.0f}% slower; its critical path: {shares}{fitted}"
 
 
-def _settings(sim: SimOptions, batch: int, k: int) -> MemorySettings:
-    """The memory settings :func:`hgpart.simulate.run.simulate` counts a model-parallel plan under."""
-    share = batch // sim.replicas
-    kept = (sim.inflight or k) if sim.mode is Mode.ASYNC else 1
-    return MemorySettings(batch_size=share, inflight=kept, optimizer=Optimizer.parse(sim.optimizer))
-
-
 def plan(graph: LayerGraph, cluster: Cluster, opts: PlanOptions) -> Plan:
     """Simulate every candidate (see the module docstring) and rank them."""
     if opts.batch_size < 1 or opts.max_k < 1:
@@ -228,7 +221,7 @@ def plan(graph: LayerGraph, cluster: Cluster, opts: PlanOptions) -> Plan:
         if not res.fits and c.grain is not None and c.backend != "layerwise":
             k = c.placement.k
             try:
-                pl, how = made.fitting(k, c.grain, c.backend, _settings(c.sim, opts.batch_size, k), limit)
+                pl, how = made.fitting(k, c.grain, c.backend, model_memory_settings(c.sim, opts.batch_size, k), limit)
             except NoFitError as exc:
                 fitted = exc.what
             else:

@@ -51,7 +51,7 @@ from hgpart.simulate.workloads import (
 )
 
 __all__ = ["SimPipeline", "SimStrategy", "SimOptions", "SimResult", "DeviceMemory", "ClusterDevices", "simulate",
-           "TRACE_NAME"]
+           "model_memory_settings", "TRACE_NAME"]
 
 TRACE_NAME = "devices_trace.simulated.json"
 DTYPE_BYTES = 4
@@ -222,6 +222,18 @@ class _Built:
     source: str
 
 
+def model_memory_settings(opts: SimOptions, batch: int, k: int) -> MemorySettings:
+    """What a device of model parallelism holds activations for: its replica's share ``B / R`` of the batch, with
+    the batches in flight in async mode (``--inflight``, default K; one with ``pipeline=graph``) and one batch's
+    micro-batches in sync mode."""
+    n = opts.inflight or k
+    if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
+        n = 1
+    kept = n if opts.mode is Mode.ASYNC else 1
+    return MemorySettings(batch_size=batch // max(1, opts.replicas), inflight=kept,
+                          optimizer=Optimizer.parse(opts.optimizer))
+
+
 def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes) -> _Built:
     k, n, reps = pl.k, opts.inflight or pl.k, opts.replicas
     if reps < 1:
@@ -251,8 +263,7 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
                        call_s=cluster.device.call_overhead, replicas=reps,
                        grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params])
-    kept = n if opts.mode is Mode.ASYNC else 1
-    settings = MemorySettings(batch_size=share, inflight=kept, optimizer=Optimizer.parse(opts.optimizer))
+    settings = model_memory_settings(opts, batch, k)
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
     cap = cluster.device.memory_bytes
     return _Built(wl, [DeviceMemory.of(r * k + p, m, cap) for r in range(reps) for p, m in enumerate(mem)], n,
