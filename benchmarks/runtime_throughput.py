@@ -233,39 +233,44 @@ def run_child(k: int, jobs: Any, args: argparse.Namespace, *, pin_client: bool =
     return rows
 
 
+def whole(row: dict[str, Any]) -> float | None:
+    """A row's images/s over whole runs (median of its repeats)."""
+    return row["median"]
+
+
+def steady_median(row: dict[str, Any]) -> float | None:
+    """A row's steady-state images/s (median of its repeats), None for rows measured before it was recorded."""
+    return statistics.median(row["steady"]) if row.get("steady") else None
+
+
 def collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (model, placement, K, mode) over the rounds: every run's images/s, the median of the rounds'
     medians, the rounds' E (K=2 against the same round's K=1 of the same model and mode) and load ranges."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    baselines = {e: {(r["model"], r["mode"], r.get("round", 0)): r["median"] for r in rows if r["placement"] == p}
-                 for e, p in (("round_e", "single"), ("round_e1", "single" + PINNED))}
-    steady_k1 = {(r["model"], r["mode"], r.get("round", 0)): statistics.median(r["steady"]) for r in rows
-                 if r["placement"] == "single" and r.get("steady")}
+    # each E: the K=1 placement it is taken against, and the figure of a row it divides
+    kinds = {"e": ("single", whole), "e1": ("single" + PINNED, whole), "es": ("single", steady_median)}
+    baselines = {e: {(r["model"], r["mode"], r.get("round", 0)): value(r) for r in rows if r["placement"] == p}
+                 for e, (p, value) in kinds.items()}
     for r in rows:
         key = (r["model"], r["placement"], r["k"], r["mode"])
-        c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "round_e1": [], "load": [],
-                                 "client": [], "steps": [], "steady": [], "round_es": []})
-        if r.get("steady"):
-            c["steady"] = c["steady"] + r["steady"]
-            b1 = steady_k1.get((r["model"], r["mode"], r.get("round", 0)))
-            if r["k"] == 2 and b1:
-                c["round_es"].append(statistics.median(r["steady"]) / (2 * b1))
+        c = out.setdefault(key, {**r, "ips": [], "round_medians": [], "round_e": [], "round_e1": [], "round_es": [],
+                                 "load": [], "client": [], "steps": [], "steady": []})
         if r.get("steps_median") is not None:
             c["steps"].append(r["steps_median"])
         if r.get("client_cores") is not None:
             c["client"].append(r["client_cores"])
         c["ips"] = c["ips"] + r["ips"]
+        c["steady"] = c["steady"] + r.get("steady", [])
         c["round_medians"].append(r["median"])
         c["load"] = c["load"] + list(r.get("load", []))
-        for e, k1 in baselines.items():
-            b = k1.get((r["model"], r["mode"], r.get("round", 0)))
-            if r["k"] == 2 and b:
-                c[e].append(r["median"] / (2 * b))
+        for e, (_, value) in kinds.items():
+            b, v = baselines[e].get((r["model"], r["mode"], r.get("round", 0))), value(r)
+            if r["k"] == 2 and b and v:
+                c[f"round_{e}"].append(v / (2 * b))
     for c in out.values():
         c["median"] = statistics.median(c["round_medians"])
-        c["e_median"] = statistics.median(c["round_e"]) if c["round_e"] else None
-        c["e1_median"] = statistics.median(c["round_e1"]) if c["round_e1"] else None
-        c["es_median"] = statistics.median(c["round_es"]) if c["round_es"] else None
+        for e in kinds:
+            c[f"{e}_median"] = statistics.median(c[f"round_{e}"]) if c[f"round_{e}"] else None
     return list(out.values())
 
 
@@ -304,8 +309,8 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         table.add_row(r["model"], r["placement"], str(r["k"]), r["mode"], f"{r['median']:.1f}",
                       " ".join(f"{v:.0f}" for v in r["ips"]), ratio, e_cell(r["e_median"], r["round_e"]),
                       e_cell(r["e1_median"], r["round_e1"]),
-                      f"{statistics.median(r['steady']):.1f}" if r.get("steady") else "-",
-                      e_cell(r.get("es_median"), r.get("round_es", [])), cpu, meas, pred, x2, err, ld)
+                      f"{statistics.median(r['steady']):.1f}" if r["steady"] else "-",
+                      e_cell(r["es_median"], r["round_es"]), cpu, meas, pred, x2, err, ld)
     Console(width=180).print(table)
     for r in rows:
         if r["k"] == 1 and r["mode"] != "fit" and r["model"] in fit:

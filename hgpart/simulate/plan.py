@@ -95,17 +95,20 @@ class Plan:
         return self.rows[0] if self.rows and self.rows[0].fits else None
 
 
+#: the work imbalance every planned placement is partitioned with
+EPSILON = 0.1
+
+
 @dataclass(frozen=True)
 class _Candidate:
-    """A plan to simulate: ``grain`` and ``backend`` made its placement (``grain`` None: a baseline on the
-    one-part placement, which is never repartitioned)."""
+    """A plan to simulate; ``refit``: the grain and backend to partition it again with if it does not fit (None:
+    a baseline on the one-part placement, or a layer-wise placement, whose split is the method)."""
 
     name: str
     devices: int
     sim: SimOptions
     placement: Placement
-    grain: Grain | None = None
-    backend: str = ""
+    refit: tuple[Grain, str] | None = None
 
 
 class _Placements:
@@ -134,7 +137,7 @@ class _Placements:
         if key not in self.made:
             hg = self.hypergraph(grain)
             parts = (np.zeros(hg.num_vertices, dtype=np.int64) if k == 1 else
-                     partition(hg, k=k, backend=backend, epsilon=0.1, seed=self.opts.seed).parts)
+                     partition(hg, k=k, backend=backend, epsilon=EPSILON, seed=self.opts.seed).parts)
             self.made[key] = self._wrap(hg, parts, k, backend)
         return self.made[key]
 
@@ -146,14 +149,14 @@ class _Placements:
             NoFitError: none was found at K.
         """
         hg = self.hypergraph(grain)
-        res = partition_fitting(hg, Job(k, backend, 0.1, self.opts.seed, runner=partition),
+        res = partition_fitting(hg, Job(k, backend, EPSILON, self.opts.seed, runner=partition),
                                 MemoryLimit(limit, settings), search=False)  # the plan tries every K itself
         mem = res.info.get("memory")
         how = str(mem.get("chosen", backend)) if isinstance(mem, dict) else backend
         return self._wrap(hg, res.parts, k, backend, memory_limit_bytes=limit, fitted=how), how
 
 
-def _candidates(graph: LayerGraph, cluster: Cluster, opts: PlanOptions, made: _Placements) -> list[_Candidate]:
+def _candidates(cluster: Cluster, opts: PlanOptions, made: _Placements) -> list[_Candidate]:
     base = SimOptions(batch_size=opts.batch_size, images=opts.images, optimizer=opts.optimizer)
     single = made.get(1, "coarse", "layerwise")
     out = [_Candidate("single device", 1, dataclasses.replace(base, strategy=SimStrategy.SINGLE), single)]
@@ -170,17 +173,18 @@ def _candidates(graph: LayerGraph, cluster: Cluster, opts: PlanOptions, made: _P
                                       single))
         for label, grain, backend in grains:
             pl = made.get(k, grain, backend)
+            refit = None if backend == "layerwise" else (grain, backend)
             out.append(_Candidate(f"{label} K={k} async", k, dataclasses.replace(base, mode=Mode.ASYNC, inflight=k),
-                                  pl, grain, backend))
+                                  pl, refit))
             if opts.batch_size % k == 0:
                 out.append(_Candidate(f"{label} K={k} sync", k, dataclasses.replace(base, mode=Mode.SYNC, inflight=k),
-                                      pl, grain, backend))
+                                      pl, refit))
         reps = 2
         while k * reps <= most:
             if opts.batch_size % (k * reps) == 0:
                 sim = dataclasses.replace(base, mode=Mode.SYNC, inflight=k, replicas=reps)
                 out.append(_Candidate(f"coarse hypergraph K={k} x DP {reps}", k * reps, sim,
-                                      made.get(k, "coarse", opts.backend), "coarse", opts.backend))
+                                      made.get(k, "coarse", opts.backend), ("coarse", opts.backend)))
             reps *= 2
         k *= 2
     return out
@@ -211,17 +215,17 @@ def plan(graph: LayerGraph, cluster: Cluster, opts: PlanOptions) -> Plan:
     made = _Placements(graph, opts)
     rows = []
     replica_hg = None
-    for c in _candidates(graph, target, opts, made):
+    for c in _candidates(target, opts, made):
         baseline = c.sim.strategy is not SimStrategy.MODEL
         if baseline and replica_hg is None:
             replica_hg = c.placement.hypergraph()  # every baseline runs the same one-part placement
         res = simulate(c.placement, target, c.sim, hypergraph=replica_hg if baseline else None)
         pl = c.placement if c.sim.strategy in (SimStrategy.MODEL, SimStrategy.SINGLE) else None
         fitted = ""
-        if not res.fits and c.grain is not None and c.backend != "layerwise":
+        if not res.fits and c.refit is not None:
             k = c.placement.k
             try:
-                pl, how = made.fitting(k, c.grain, c.backend, model_memory_settings(c.sim, opts.batch_size, k), limit)
+                pl, how = made.fitting(k, *c.refit, model_memory_settings(c.sim, opts.batch_size, k), limit)
             except NoFitError as exc:
                 fitted = exc.what
             else:

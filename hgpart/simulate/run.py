@@ -226,16 +226,21 @@ def model_memory_settings(opts: SimOptions, batch: int, k: int) -> MemorySetting
     """What a device of model parallelism holds activations for: its replica's share ``B / R`` of the batch, with
     the batches in flight in async mode (``--inflight``, default K; one with ``pipeline=graph``) and one batch's
     micro-batches in sync mode."""
-    n = opts.inflight or k
-    if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
-        n = 1
-    kept = n if opts.mode is Mode.ASYNC else 1
+    kept = _in_flight(opts, k) if opts.mode is Mode.ASYNC else 1
     return MemorySettings(batch_size=batch // max(1, opts.replicas), inflight=kept,
                           optimizer=Optimizer.parse(opts.optimizer))
 
 
+def _in_flight(opts: SimOptions, k: int) -> int:
+    """Batches in flight (async) or micro-batches (sync): ``--inflight``, default K; async with
+    ``pipeline=graph`` has one, as calls of one multi-device function do not overlap (SimPipeline)."""
+    if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
+        return 1
+    return opts.inflight or k
+
+
 def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes) -> _Built:
-    k, n, reps = pl.k, opts.inflight or pl.k, opts.replicas
+    k, n, reps = pl.k, _in_flight(opts, pl.k), opts.replicas
     if reps < 1:
         raise BadOptionError(f"replicas must be >= 1, not {reps}", where="--replicas", option="--replicas",
                              value=reps, fix="use 1 (model parallelism alone) or more")
@@ -247,8 +252,6 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
         raise BadOptionError(f"batch size {batch} is not divisible by {reps} replicas", where="--batch-size",
                              option="--batch-size", value=batch, fix="use a multiple of --replicas")
     share = batch // reps  # each replica's part of the mini-batch
-    if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
-        n = 1  # calls of one multi-device function do not overlap (SimPipeline)
     if opts.mode is Mode.SYNC and share % n:
         raise BadOptionError(f"batch size {share} is not divisible into {n} micro-batches", where="--inflight",
                              option="--inflight", value=n, fix="use a batch size divisible by --inflight")

@@ -187,19 +187,17 @@ class ModelParallel:
                 bt = add_batch(eng, self.tpl, place, self.where.transfer, batch=job, tag=tag, after=after)
                 for p, ids in bt.backward_of_part.items():
                     back.setdefault((r, p), []).extend(ids)
-        if self.replicas == 1:
-            ups = [_update(eng, f"update part {p} b{job}", self.update_s[p], *place(p), job, back.get((0, p), []))
-                   for p in range(k)]
-            return _mark(eng, f"step b{job}", job, ups), self.tpl.micro_batch * micro
         ups = []
         for p in range(k):
             devs = [self.devices[p] + r * k for r in range(self.replicas)]
-            got = [_mark(eng, f"grads part {p} r{r} b{job}", job, back.get((r, p), []))
-                   for r in range(self.replicas)]
-            got = ring_allreduce(eng, self.where, devs, self.grad_bytes[p], got, job, tag=f"part {p} ")
+            deps = [tuple(back.get((r, p), [])) for r in range(self.replicas)]
+            if self.replicas > 1:  # every copy of part p waits for the sum of its R gradients
+                marks = [_mark(eng, f"grads part {p} r{r} b{job}", job, deps[r]) for r in range(self.replicas)]
+                deps = [(g,) for g in ring_allreduce(eng, self.where, devs, self.grad_bytes[p], marks, job,
+                                                     tag=f"part {p} ")]
             for r, d in enumerate(devs):
-                ups.append(_update(eng, f"update part {p} r{r} b{job}", self.update_s[p], d, self.where.compute(d),
-                                   job, (got[r],)))
+                name = f"update part {p}" + (f" r{r}" if self.replicas > 1 else "") + f" b{job}"
+                ups.append(_update(eng, name, self.update_s[p], d, self.where.compute(d), job, deps[r]))
         return _mark(eng, f"step b{job}", job, ups), self.tpl.micro_batch * micro * self.replicas
 
 
