@@ -48,6 +48,7 @@ class _Batch:
     backwarded: int = 0
     loss: Any = None
     acc: Any = None
+    metrics: Any = None  # [loss, accuracy] as one tensor, from the fused loss stage
 
 
 def _move(t: Any, device: str) -> Any:
@@ -62,9 +63,11 @@ def _move(t: Any, device: str) -> Any:
 class _Run:
     def __init__(self, staged: StagedStep, steps: int, task: Task, images: int, window: int, micro: int,
                  on_step: Callable[[StepRecord], None] | None,
-                 on_metrics: Callable[[int, float], None] | None, events: list | None = None) -> None:
+                 on_metrics: Callable[[int, float], None] | None, events: list | None = None,
+                 fuse: bool = True) -> None:
         self.st, self.task, self.images = staged, task, images
         self.events = events
+        self.fuse = fuse
         self.micro = max(1, micro)
         self.n = steps * self.micro  # batches through the stages (micro-batches in sync)
         self.window = self.micro if self.micro > 1 else max(1, window)
@@ -190,6 +193,46 @@ class _Run:
                 with tf.device(dev):
                     out_grads.append(tf.add_n(g))
         in_grads, var_grads = st.backward(s, tape, ins, outs, out_grads, micro=self.micro)
+        sent = self._grads_out(s, ins, in_grads)
+        with self.cond:  # the stages waiting for these gradients go on while this device updates
+            for key, g in sent:
+                b.grads.setdefault(key, []).append(g)
+            self.cond.notify_all()
+        st.apply(s, var_grads, micro=self.micro)
+        with self.cond:
+            b.backwarded += 1
+            if b.backwarded == len(st.stages):
+                self.done.put(i)
+            self.cond.notify_all()
+
+    def _fused(self, s: int, i: int) -> None:
+        """The loss stage's forward, backward and update of batch ``i`` in one call (it has no outputs that
+        other stages read, and 1F1B runs its backward right after its forward anyway)."""
+        st = self.st
+        stage = st.stages[s]
+        with self.cond:
+            b = self.batches[i]
+            ins = [b.inputs.pop((s, t)) for t in stage.inputs]
+            labels = b.labels
+        metrics, in_grads = st.fused(s, ins, labels, micro=self.micro)
+        sent = self._grads_out(s, ins, in_grads)
+        with self.cond:
+            b.metrics = metrics
+            for key, g in sent:
+                b.grads.setdefault(key, []).append(g)
+            b.backwarded += 1
+            if b.backwarded == len(st.stages):
+                self.done.put(i)
+            self.cond.notify_all()
+
+    def _grads_out(self, s: int, ins: list[Any], in_grads: list[Any]) -> list[tuple[tuple[int, Piece], Any]]:
+        """Stage ``s``'s input gradients, each on the device of the stage that made the input (zeros for an
+        input that does not reach the stage's outputs); the model input's are dropped."""
+        import tensorflow as tf
+
+        st = self.st
+        stage = st.stages[s]
+        dev = st.fns[s].device
         sent: list[tuple[tuple[int, Piece], Any]] = []
         for t, a, g in zip(stage.inputs, ins, in_grads, strict=True):
             if t == self.input_piece:
@@ -202,16 +245,7 @@ class _Run:
             if pdev != dev:
                 g = _move(g, pdev)
             sent.append(((p, t), g))
-        with self.cond:  # the stages waiting for these gradients go on while this device updates
-            for key, g in sent:
-                b.grads.setdefault(key, []).append(g)
-            self.cond.notify_all()
-        st.apply(s, var_grads, micro=self.micro)
-        with self.cond:
-            b.backwarded += 1
-            if b.backwarded == len(st.stages):
-                self.done.put(i)
-            self.cond.notify_all()
+        return sent
 
     def _next_action(self, s: int, f: int, bwd: int, last: str) -> str:
         """What stage ``s`` does next (under the lock): ``b``ackward, ``f``orward, ``feed`` or ``wait``.
@@ -236,6 +270,7 @@ class _Run:
         """Stage ``s``'s thread: one forward, one backward (see the module docstring), until every batch is done."""
         f = bwd = 0
         last = ""
+        fused = self.st.stages[s].loss and self.fuse
         try:
             while bwd < self.n:
                 with self.cond:
@@ -247,6 +282,10 @@ class _Run:
                 if action == "b":
                     self._backward(s, bwd)
                     bwd += 1
+                elif action == "f" and fused:
+                    self._fused(s, f)
+                    f += 1
+                    bwd += 1
                 elif action == "f":
                     self._forward(s, f)
                     f += 1
@@ -256,8 +295,9 @@ class _Run:
                 if action in ("f", "b"):
                     last = action
                     if self.events is not None:
+                        kind = "fb" if fused else action
                         with self.cond:
-                            self.events.append((s, action, (bwd if action == "b" else f) - 1, t_a - self.t0,
+                            self.events.append((s, kind, (bwd if action == "b" else f) - 1, t_a - self.t0,
                                                 time.perf_counter() - self.t0))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             self._fail(exc)
@@ -278,7 +318,10 @@ class _Run:
             with self.cond:
                 b = self.batches.pop(i)
             try:
-                loss, acc = float(b.loss.numpy()), float(b.acc.numpy())
+                if b.metrics is not None:
+                    loss, acc = (float(v) for v in b.metrics.numpy())
+                else:
+                    loss, acc = float(b.loss.numpy()), float(b.acc.numpy())
             except BaseException as exc:  # noqa: BLE001
                 self._fail(exc)
                 return
@@ -305,7 +348,7 @@ class _Run:
 def run_staged(staged: StagedStep, n_tasks: int, task: Task, *, images_per_task: int, window: int = 1,
                micro: int = 1, on_step: Callable[[StepRecord], None] | None = None,
                on_metrics: Callable[[int, float], None] | None = None,
-               fix: str | None = None, events: list | None = None) -> list[StepRecord]:
+               fix: str | None = None, events: list | None = None, fuse: bool = True) -> list[StepRecord]:
     """Train ``n_tasks`` steps (``task(i)`` gives step i's batch ``x, y``) through the stages, 1F1B; returns one
     :class:`StepRecord` per step, sorted by finishing time. ``on_metrics`` gets each step's accuracy just before
     ``on_step`` gets its record.
@@ -316,9 +359,10 @@ def run_staged(staged: StagedStep, n_tasks: int, task: Task, *, images_per_task:
     step sees the whole previous update, as in the whole-step function's sync mode, without a global barrier).
 
     ``events``, if given, receives ``(stage, "f" or "b", batch, start_s, end_s)`` for every call a stage's thread
-    made, in order (what ``benchmarks/step_breakdown.py`` and the tests read the schedule from).
+    made, in order (what ``benchmarks/step_breakdown.py`` and the tests read the schedule from); the loss
+    stage's calls are ``"fb"`` (forward, backward and update in one call) unless ``fuse`` is False.
     """
-    run = _Run(staged, n_tasks, task, images_per_task, window, micro, on_step, on_metrics, events)
+    run = _Run(staged, n_tasks, task, images_per_task, window, micro, on_step, on_metrics, events, fuse)
     threads = [threading.Thread(target=run.stage_loop, args=(s,), daemon=True, name=f"hgpart-stage{s}")
                for s in range(len(staged.stages))]
     fin = threading.Thread(target=run.finisher, daemon=True, name="hgpart-finish")

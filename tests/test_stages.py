@@ -152,13 +152,15 @@ def test_the_first_stage_runs_ahead_by_the_window_before_its_first_backward(mode
         assert first == [("f", 0), ("f", 1), ("b", 0), ("f", 2), ("b", 1), ("b", 2)]
     else:  # each step fills the window, then drains it before the next step's forwards
         assert first == [(a, 2 * n + j) for n in range(3) for a, j in (("f", 0), ("f", 1), ("b", 0), ("b", 1))]
+    last = len(staged.stages) - 1
+    assert {a for t, a, _, _, _ in events if t == last} == {"fb"}  # the loss stage: one call per batch
     for s in range(len(staged.stages)):
         mine = [(a, i) for t, a, i, _, _ in events if t == s]
-        assert sorted(i for a, i in mine if a == "f") == list(range(3 * micro))
+        assert sorted(i for a, i in mine if a in ("f", "fb")) == list(range(3 * micro))
         if mode == "sync":  # forwards of step n+1 only after every backward of step n on this stage
             for k, (a, i) in enumerate(mine):
-                if a == "f" and i >= micro:
-                    done = {j for b, j in mine[:k] if b == "b"}
+                if a in ("f", "fb") and i >= micro:
+                    done = {j for b, j in mine[:k] if b in ("b", "fb")}
                     assert set(range(i // micro * micro)) <= done
 
 
