@@ -135,10 +135,10 @@ class _Driver:
             start = time.perf_counter()
             try:
                 loss = fn(*args)
+                self._finish(i, slot, loss, start, time.perf_counter())
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                self._fail(exc)
+                self._fail(exc)  # also a loss that is no number, or an on_step callback that raised
                 return
-            self._finish(i, slot, loss, start, time.perf_counter())
 
 
 def run_slots(

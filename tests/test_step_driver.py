@@ -72,6 +72,22 @@ def test_an_hgpart_error_in_a_step_passes_through_with_its_type() -> None:
     assert info.value.value == 3
 
 
+@pytest.mark.parametrize("where", ["loss", "on_step"])
+def test_a_failure_after_the_step_stops_the_run_too(where: str) -> None:
+    """A step whose result is no number, or an on_step callback that raises, fails the run; before, the slot's
+    thread died with a traceback on stderr and run_slots returned the records it had, as if the run had ended."""
+    def step(x: np.ndarray, y: np.ndarray) -> object:
+        return (1.0, 0.5) if where == "loss" else 1.0
+
+    def on_step(rec: StepRecord) -> None:
+        if rec.step >= 1:
+            raise KeyError("callback")
+
+    with pytest.raises(DeviceError) as info:
+        run_slots([step, step], 6, lambda i: (np.zeros(1), np.zeros(1)), on_step=on_step)
+    assert info.value.cause == ("TypeError" if where == "loss" else "KeyError")
+
+
 def test_shuffled_batches_wrap_one_seeded_permutation() -> None:
     x, y = np.arange(10.0), np.arange(10)
     task = shuffled_batches(x, y, batch_size=4, seed=3)
