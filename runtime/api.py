@@ -56,8 +56,24 @@ from hgpart.placement import Placement, load_placement
 
 __all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "STAGES_MIN_STEP_S"]
 
-#: ``pipeline="auto"`` runs async steps as stages when one whole-step call takes at least this long (seconds)
+#: ``pipeline="auto"`` runs steps as stages when one whole-step call takes at least this long (seconds)
 STAGES_MIN_STEP_S = 0.25
+#: ``pipeline="auto"``: a shorter step is timed over this many steps both as stages and as one function
+AUTO_TIMED_STEPS = 8
+
+@dataclass(frozen=True)
+class PipelineChoice:
+    """How a step ran: as ``stages`` (how many) or as one ``graph`` function per step, and why."""
+
+    kind: str  # "stages" or "graph"
+    stages: int = 0
+    why: str = ""
+
+    def describe(self) -> str:
+        """One line for the CLI, e.g. ``stages (3): auto timed 8 steps, stages 0.121 s, graph 0.162 s``."""
+        head = f"stages ({self.stages})" if self.kind == "stages" else "graph (one function per step)"
+        return f"{head}: {self.why}" if self.why else head
+
 
 #: what a data argument may be: arrays (with y), checked data, or a ``--data`` value
 DataLike = Any
@@ -148,6 +164,8 @@ class PartitionedModel:
         self._evaluator: Evaluator | None = None
         self.pipeline = check_pipeline(pipeline)
         self._staged: tuple[MeteredStep, StagedStep | None] | None = None
+        #: how the last step given to :meth:`staged_step` runs (None before the first)
+        self.pipeline_choice: PipelineChoice | None = None
 
     @classmethod
     def from_placement(cls, placement: str | Path | Placement, keras_model: Any = None, *, devices: str = "logical",
@@ -286,30 +304,57 @@ class PartitionedModel:
         self._step = step
         return step
 
-    def staged_step(self, step: MeteredStep) -> StagedStep | None:
-        """The stage pipeline of ``step`` (made once, warmed up), or None when async steps run as one function.
+    def staged_step(self, step: MeteredStep, window: int | None = None) -> StagedStep | None:
+        """The stage pipeline of ``step`` (made once, warmed up), or None when steps run as one function.
 
-        ``auto`` times one warm step of the whole-step function: per-stage calls cost a few milliseconds each, so
-        stages pay off only when a step's compute is large against them.
+        ``auto`` times one warm step of the whole-step function. A step of at least ``STAGES_MIN_STEP_S`` runs
+        as stages (their per-call cost is small against it). A shorter one is timed both ways, each over
+        ``AUTO_TIMED_STEPS`` steps with ``window`` batches in flight (async; sync: the step's micro-batches),
+        and runs the way that was faster: per-stage calls cost the client a few hundred microseconds each, so
+        which way wins on a short step depends on the placement and the mode. No timing step's update is kept.
         """
         if self._staged is not None and self._staged[0] is step:
             return self._staged[1]
         staged = None
         stages = plan_stages(self.placed) if self.pipeline != "graph" else None
+        why = ("--pipeline graph" if self.pipeline == "graph" else
+               "the placement has no stages (a split layer cannot run piecewise)" if stages is None else
+               "one stage" if len(stages) <= 1 else "")
         if stages is not None and len(stages) > 1:
             ds, B = self.device_set, step.batch_size
-            x = np.zeros((4 * B, *self.placement.graph.input_shape), np.float32)
-            y = np.zeros(4 * B, np.int32)
+            n = AUTO_TIMED_STEPS
+            x = np.zeros((n * B, *self.placement.graph.input_shape), np.float32)
+            y = np.zeros(n * B, np.int32)
+            slots = 1 if step.micro > 1 else max(1, window or self.inflight)
+
+            def batch(i: int) -> tuple[Any, Any]:
+                return x[i % n * B:(i % n + 1) * B], y[i % n * B:(i % n + 1) * B]
+
             with restoring(step.state):
                 t = time.perf_counter()
-                guarded(ds, step.run, x[:B], y[:B])
+                guarded(ds, step.run, *batch(0))
                 slow = time.perf_counter() - t >= STAGES_MIN_STEP_S
-            if self.pipeline == "stages" or slow:
-                staged = guarded(ds, StagedStep, step, stages)
-                with restoring(step.state):  # the first calls trace and place every stage: no update is kept
-                    guarded(ds, run_staged, staged, 4, lambda i: (x[i * B:(i + 1) * B], y[i * B:(i + 1) * B]),
-                            images_per_task=B, window=2, micro=step.micro)
+            staged = guarded(ds, StagedStep, step, stages)
+            with restoring(step.state):  # the first calls trace and place every stage: no update is kept
+                guarded(ds, run_staged, staged, 4, batch, images_per_task=B, window=2, micro=step.micro)
+            if self.pipeline == "stages":
+                why = "--pipeline stages"
+            elif slow:
+                why = f"auto: one step takes at least {STAGES_MIN_STEP_S} s"
+            else:
+                with restoring(step.state):
+                    t = time.perf_counter()
+                    guarded(ds, run_slots, [lambda i: step.run(*batch(i))[0]] * slots, n, lambda i: (i,))
+                    t_graph = time.perf_counter() - t
+                    t = time.perf_counter()
+                    guarded(ds, run_staged, staged, n, batch, images_per_task=B, window=slots, micro=step.micro)
+                    t_stages = time.perf_counter() - t
+                why = f"auto timed {n} steps: stages {t_stages:.3f} s, graph {t_graph:.3f} s"
+                if t_stages >= t_graph:
+                    staged = None
         self._staged = (step, staged)
+        self.pipeline_choice = PipelineChoice("stages" if staged is not None else "graph",
+                                              len(staged.stages) if staged is not None else 0, why)
         return staged
 
     def _run(self, data: Data, val: Data | None, plan: _FitPlan, on_step: Callable[[FitRow], None] | None,
@@ -523,7 +568,7 @@ class _EpochLoop:
         self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
                                    steps=seg.steps, host=ds.host)
         slots = plan.inflight if plan.schedule is Schedule.ASYNC else 1
-        staged = self.pm.staged_step(self.step)
+        staged = self.pm.staged_step(self.step, slots)
         micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
         fix = "check the devices (a worker may have died) and the placement"
         t0, c0 = time.perf_counter(), time.process_time()

@@ -91,6 +91,8 @@ class TrainResult:
     saved: str | None = None
     #: CPU seconds the client process spent over the ``seconds`` of training (History.client_cpu_seconds)
     client_cpu_seconds: float = 0.0
+    #: how the steps ran: through the stages or as one function per step, and why (PipelineChoice.describe)
+    pipeline: str = ""
 
     def loss_ends(self, window: int = 5) -> tuple[int, float, float]:
         """(n, mean loss of the first n steps to finish, of the last n): n = ``window``, fewer on short runs.
@@ -352,7 +354,8 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
                        losses=[r.loss for r in rows], rows=rows, traffic=traffic, predicted_fwd_bytes=pred,
                        device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files,
                        compute=pm.placed.compute_overhead(), history=hist.history, saved=saved,
-                       client_cpu_seconds=hist.client_cpu_seconds)
+                       client_cpu_seconds=hist.client_cpu_seconds,
+                       pipeline=pm.pipeline_choice.describe() if pm.pipeline_choice is not None else "")
 
 
 def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings, meta: dict[str, Any]) -> Any:

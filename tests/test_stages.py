@@ -187,3 +187,32 @@ def test_after_a_backward_a_stage_forwards_before_its_next_backward() -> None:
 def test_an_unknown_pipeline_is_refused_before_the_devices_open() -> None:
     with pytest.raises(BadOptionError, match="pipeline"):
         PartitionedModel.from_placement(_placement("minivgg"), devices="local", pipeline="fast")
+
+
+def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` on a step shorter than STAGES_MIN_STEP_S: both ways are timed, the faster runs, the choice and its
+    timings are reported; a stage pipeline made slow on purpose loses to the whole-step function."""
+    import time
+
+    from hgpart.runtime import api
+
+    pl = _placement("minivgg")
+    _, losses, pm = _fit(pl, "auto", 2, 4)
+    choice = pm.pipeline_choice
+    assert choice is not None and choice.kind in ("stages", "graph") and "auto timed 8 steps" in choice.why
+    assert (pm._staged[1] is not None) == (choice.kind == "stages")  # type: ignore[index]
+    assert len(losses) == 4
+
+    real = api.run_staged
+
+    def slow_stages(*args: object, **kwargs: object) -> object:
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run_staged", slow_stages)
+    _, _, pm = _fit(pl, "auto", 2, 2)
+    assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == "graph"
+    assert pm._staged[1] is None  # type: ignore[index]
+    assert "graph (one function per step): auto timed" in pm.pipeline_choice.describe()
+    _, _, pm = _fit(pl, "graph", 2, 2)
+    assert pm.pipeline_choice is not None and pm.pipeline_choice.describe().endswith("--pipeline graph")
