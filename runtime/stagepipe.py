@@ -206,20 +206,23 @@ class _Run:
             self.cond.notify_all()
 
     def _fused(self, s: int, i: int) -> None:
-        """The loss stage's forward, backward and update of batch ``i`` in one call (it has no outputs that
-        other stages read, and 1F1B runs its backward right after its forward anyway)."""
+        """The loss stage's forward and backward of batch ``i`` in one call (it has no outputs that other stages
+        read, and 1F1B runs its backward right after its forward anyway), then its update."""
         st = self.st
         stage = st.stages[s]
         with self.cond:
             b = self.batches[i]
             ins = [b.inputs.pop((s, t)) for t in stage.inputs]
             labels = b.labels
-        metrics, in_grads = st.fused(s, ins, labels, micro=self.micro)
+        metrics, in_grads, var_grads = st.fused(s, ins, labels, micro=self.micro)
         sent = self._grads_out(s, ins, in_grads)
-        with self.cond:
+        with self.cond:  # the stages waiting for these gradients go on while this device updates
             b.metrics = metrics
             for key, g in sent:
                 b.grads.setdefault(key, []).append(g)
+            self.cond.notify_all()
+        st.apply(s, var_grads, micro=self.micro)
+        with self.cond:
             b.backwarded += 1
             if b.backwarded == len(st.stages):
                 self.done.put(i)

@@ -157,8 +157,8 @@ class _StageFns:
     forward: Any  # tf.function: inputs (+ labels) -> outputs (+ loss, hits)
     apply: Any  # tf.function: gradients -> the optimizer updates of the stage's variables
     variables: list[Any] = field(default_factory=list)  # the trainable tf.Variables, in apply's order
-    #: the loss stage's forward, backward (and async update) as one tf.function, by micro-batch count
-    fused: dict[int, Any] = field(default_factory=dict)
+    #: the loss stage's forward and backward as one tf.function (None on the other stages)
+    fused: Any = None
     pending: list[Any] | None = None  # sync mode: the summed gradients of the step's micro-batches so far
     count: int = 0  # sync mode: backward calls made
 
@@ -185,12 +185,11 @@ class StagedStep:
             dev = pm.devices[st.part]
             pvs = [pv for pv in pm.trainable if pv.layer in set(st.layers) and pv.part == st.part]
             slots = [step.slots[index_of[id(pv.var)]] for pv in pvs]
-            fwd_py = self._forward_fn(st)
-            app_py = self._apply_fn(st, pvs, slots, bump=first_on[st.part] == st.index)
-            f = _StageFns(st, dev, tf.function(fwd_py), tf.function(app_py), [pv.var for pv in pvs])
+            fwd = self._forward_fn(st)
+            app = tf.function(self._apply_fn(st, pvs, slots, bump=first_on[st.part] == st.index))
+            f = _StageFns(st, dev, tf.function(fwd), app, [pv.var for pv in pvs])
             if st.loss:
-                f.fused = {m: tf.function(self._fused_fn(st, fwd_py, app_py, [pv.var for pv in pvs], m))
-                           for m in (1, 0)}
+                f.fused = tf.function(self._fused_fn(st, fwd, f.variables))
             self.fns.append(f)
 
     # --------------------------------------------------------------------------------------------- graphs
@@ -263,12 +262,13 @@ class StagedStep:
 
         return apply
 
-    def _fused_fn(self, st: Stage, fwd: Any, apply: Any, variables: list[Any], update: int) -> Any:
-        """The loss stage's forward and backward in one graph (and, with ``update``, its optimizer update):
-        ``(*inputs, labels, scale) -> [metrics (loss, accuracy), *input gradients, *variable gradients]``, the
-        variable gradients left out when the update is applied inside. In 1F1B the last stage runs a batch's
-        backward right after its forward, so one call does both: no tape on the client, no separate update
-        call, one fetch for the loss and the accuracy."""
+    def _fused_fn(self, st: Stage, fwd: Any, variables: list[Any]) -> Any:
+        """The loss stage's forward and backward in one graph: ``(*inputs, labels, scale) -> [metrics (loss,
+        accuracy), *input gradients, *variable gradients]``. In 1F1B the last stage runs a batch's backward right
+        after its forward, so one call does both: no tape on the client and one fetch for the loss and the
+        accuracy. The update stays a call of its own, made after the input gradients are sent on: a function's
+        outputs come back only when all of it has run, so an update inside would hold up the stages waiting
+        for the gradients (by the time Adam takes over VGG16's fully connected layers)."""
         import tensorflow as tf
 
         n_in = len(st.inputs)
@@ -287,32 +287,24 @@ class StagedStep:
             in_grads = [tf.zeros_like(ins[i]) if g is None else g * scale for i, g in zip(watch, res, strict=False)]
             var_grads = [tf.zeros_like(v) if g is None else g * scale
                          for v, g in zip(variables, res[len(watch):], strict=True)]
-            metrics = tf.stack([loss, acc])
-            if update:
-                apply(*var_grads)
-                return [metrics, *in_grads]
-            return [metrics, *in_grads, *var_grads]
+            return [tf.stack([loss, acc]), *in_grads, *var_grads]
 
         return fused
 
     # ---------------------------------------------------------------------------------------------- calls
-    def fused(self, s: int, inputs: list[Any], labels: Any, micro: int = 1) -> tuple[Any, list[Any | None]]:
-        """The loss stage's forward, backward and update of one batch in one call on its device; returns the
-        batch's ``[loss, accuracy]`` (one tensor) and the gradients of its inputs (None for the model input).
-        ``micro`` > 1 (sync mode): the gradients are scaled by ``1 / micro`` and summed across the step's
-        micro-batches as :meth:`apply` does, the update applied after the last."""
+    def fused(self, s: int, inputs: list[Any], labels: Any, micro: int = 1) -> tuple[Any, list[Any], list[Any]]:
+        """The loss stage's forward and backward of one batch in one call on its device; returns the batch's
+        ``[loss, accuracy]`` (one tensor), the gradients of its inputs (None for the model input) and those of
+        its variables, for :meth:`apply`. ``micro`` > 1 (sync mode): the gradients are scaled by ``1 / micro``."""
         import tensorflow as tf
 
         f = self.fns[s]
         st = f.stage
         with tf.device(f.device):
-            res = f.fused[1 if micro == 1 else 0](*inputs, labels, 1.0 / micro)
-        metrics, rest = res[0], list(res[1:])
+            res = f.fused(*inputs, labels, 1.0 / micro)
         n = sum(1 for t, _ in st.inputs if t != self.input_name)
-        if micro > 1:
-            self.apply(s, rest[n:], micro=micro)
-        it = iter(rest[:n])
-        return metrics, [None if t == self.input_name else next(it) for t, _ in st.inputs]
+        it = iter(res[1:1 + n])
+        return res[0], [None if t == self.input_name else next(it) for t, _ in st.inputs], list(res[1 + n:])
 
     def forward(self, s: int, inputs: list[Any], labels: Any | None) -> tuple[Any, list[Any]]:
         """Stage ``s``'s forward call on its device under a new tape; returns (tape, outputs)."""
