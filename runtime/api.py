@@ -29,6 +29,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,6 +53,7 @@ from hgpart.runtime.strategy import Schedule
 
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.fileio import check_writable
+from hgpart.notes import HgpartNote
 from hgpart.placement import Placement, load_placement
 
 __all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "STAGES_MIN_STEP_S"]
@@ -352,6 +354,12 @@ class PartitionedModel:
                 why = f"auto timed {n} steps: stages {t_stages:.3f} s, graph {t_graph:.3f} s"
                 if t_stages >= t_graph:
                     staged = None
+        if staged is not None and step.micro == 1 and slots < len(staged.stages):
+            warnings.warn(HgpartNote(
+                f"{len(staged.stages)} pipeline stages with {slots} batch{'es' if slots > 1 else ''} in flight: a batch holds its place in "
+                f"the window from its first stage's forward to its first stage's backward, so some stage always "
+                f"waits; --inflight {len(staged.stages)} (one batch per stage, PipeDream's rule) keeps every stage "
+                f"busy, at the cost of staler weights"), stacklevel=2)
         self._staged = (step, staged)
         self.pipeline_choice = PipelineChoice("stages" if staged is not None else "graph",
                                               len(staged.stages) if staged is not None else 0, why)

@@ -152,13 +152,16 @@ class _Run:
         return all(len(b.grads.get((s, t), [])) == len(self.readers[t]) for t in stage.outputs)
 
     # ------------------------------------------------------------------------------------------ the work
+    def _take_inputs(self, s: int, i: int) -> tuple[_Batch, list[Any], Any]:
+        """Batch ``i``, the inputs of stage ``s`` for it (taken out of the batch) and its labels."""
+        with self.cond:
+            b = self.batches[i]
+            return b, [b.inputs.pop((s, t)) for t in self.st.stages[s].inputs], b.labels
+
     def _forward(self, s: int, i: int) -> None:
         st = self.st
         stage = st.stages[s]
-        with self.cond:
-            b = self.batches[i]
-            ins = [b.inputs.pop((s, t)) for t in stage.inputs]
-            labels = b.labels
+        b, ins, labels = self._take_inputs(s, i)
         tape, outs = st.forward(s, ins, labels)
         sent: dict[tuple[int, Piece], Any] = {}
         for t, o in zip(stage.outputs, outs, strict=False):
@@ -193,39 +196,29 @@ class _Run:
                 with tf.device(dev):
                     out_grads.append(tf.add_n(g))
         in_grads, var_grads = st.backward(s, tape, ins, outs, out_grads, micro=self.micro)
-        sent = self._grads_out(s, ins, in_grads)
-        with self.cond:  # the stages waiting for these gradients go on while this device updates
-            for key, g in sent:
-                b.grads.setdefault(key, []).append(g)
-            self.cond.notify_all()
-        st.apply(s, var_grads, micro=self.micro)
-        with self.cond:
-            b.backwarded += 1
-            if b.backwarded == len(st.stages):
-                self.done.put(i)
-            self.cond.notify_all()
+        self._send_and_update(s, b, ins, in_grads, var_grads)
 
     def _fused(self, s: int, i: int) -> None:
         """The loss stage's forward and backward of batch ``i`` in one call (it has no outputs that other stages
         read, and 1F1B runs its backward right after its forward anyway), then its update."""
-        st = self.st
-        stage = st.stages[s]
-        with self.cond:
-            b = self.batches[i]
-            ins = [b.inputs.pop((s, t)) for t in stage.inputs]
-            labels = b.labels
-        metrics, in_grads, var_grads = st.fused(s, ins, labels, micro=self.micro)
+        b, ins, labels = self._take_inputs(s, i)
+        metrics, in_grads, var_grads = self.st.fused(s, ins, labels, micro=self.micro)
+        b.metrics = metrics  # read by the finisher only once every stage is done with the batch
+        self._send_and_update(s, b, ins, in_grads, var_grads)
+
+    def _send_and_update(self, s: int, b: _Batch, ins: list[Any], in_grads: list[Any], var_grads: list[Any]) -> None:
+        """After stage ``s``'s backward of batch ``b``: its input gradients go to the stages waiting for them
+        first, then the stage's update runs, and the batch is done once every stage has updated."""
         sent = self._grads_out(s, ins, in_grads)
         with self.cond:  # the stages waiting for these gradients go on while this device updates
-            b.metrics = metrics
             for key, g in sent:
                 b.grads.setdefault(key, []).append(g)
             self.cond.notify_all()
-        st.apply(s, var_grads, micro=self.micro)
+        self.st.apply(s, var_grads, micro=self.micro)
         with self.cond:
             b.backwarded += 1
-            if b.backwarded == len(st.stages):
-                self.done.put(i)
+            if b.backwarded == len(self.st.stages):
+                self.done.put(b.index)
             self.cond.notify_all()
 
     def _grads_out(self, s: int, ins: list[Any], in_grads: list[Any]) -> list[tuple[tuple[int, Piece], Any]]:

@@ -216,3 +216,23 @@ def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pyte
     assert "graph (one function per step): auto timed" in pm.pipeline_choice.describe()
     _, _, pm = _fit(pl, "graph", 2, 2)
     assert pm.pipeline_choice is not None and pm.pipeline_choice.describe().endswith("--pipeline graph")
+
+
+@pytest.mark.parametrize("inflight", [1, 2])
+def test_fewer_batches_in_flight_than_stages_is_a_note(inflight: int) -> None:
+    """Async through S stages with fewer than S batches in flight leaves a stage waiting: one note says so and
+    what to pass; with one batch per stage there is none."""
+    import warnings
+
+    from hgpart.notes import HgpartNote
+
+    pl = _placement("minivgg")  # two stages
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _fit(pl, "stages", inflight, 2)
+    notes = [str(w.message) for w in seen if issubclass(w.category, HgpartNote)]
+    if inflight < 2:
+        assert len(notes) == 1 and "2 pipeline stages with 1 batch in flight" in notes[0]
+        assert "--inflight 2" in notes[0]
+    else:
+        assert notes == []
