@@ -355,8 +355,9 @@ class PartitionedModel:
                 if t_stages >= t_graph:
                     staged = None
         if staged is not None and step.micro == 1 and slots < len(staged.stages):
+            batches = f"{slots} batch{'es' if slots > 1 else ''}"
             warnings.warn(HgpartNote(
-                f"{len(staged.stages)} pipeline stages with {slots} batch{'es' if slots > 1 else ''} in flight: a batch holds its place in "
+                f"{len(staged.stages)} pipeline stages with {batches} in flight: a batch holds its place in "
                 f"the window from its first stage's forward to its first stage's backward, so some stage always "
                 f"waits; --inflight {len(staged.stages)} (one batch per stage, PipeDream's rule) keeps every stage "
                 f"busy, at the cost of staler weights"), stacklevel=2)
