@@ -306,39 +306,44 @@ class _Run:
 
     def finisher(self) -> None:
         """Reads each finished batch's loss and accuracy (in the order batches finish) and reports every step
-        (in sync mode, once all its micro-batches are read: their mean)."""
+        (in sync mode, once all its micro-batches are read: their mean). A failure here (a fetch, or an
+        ``on_step`` / ``on_metrics`` callback that raises) stops the run like a failed stage call."""
         for _ in range(self.n):
             i = self.done.get()
             if i is None:
                 return
-            with self.cond:
-                b = self.batches.pop(i)
             try:
-                if b.metrics is not None:
-                    loss, acc = (float(v) for v in b.metrics.numpy())
-                else:
-                    loss, acc = float(b.loss.numpy()), float(b.acc.numpy())
-            except BaseException as exc:  # noqa: BLE001
+                self._report(i)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 self._fail(exc)
                 return
-            step = i // self.micro
-            got = self.parts.setdefault(step, [])
-            got.append((loss, acc, b.start))
-            if len(got) < self.micro:
-                continue
-            del self.parts[step]
-            end = time.perf_counter()
-            start = min(g[2] for g in got)
-            with self.cond:
-                done = len(self.records) + 1
-                end_s = end - self.t0
-                rec = StepRecord(step=step, slot=0, loss=sum(g[0] for g in got) / len(got), start_s=start - self.t0,
-                                 end_s=end_s, batch_s=end - start, images_per_s=done * self.images / max(end_s, 1e-9))
-                self.records.append(rec)
-                if self.on_metrics is not None:
-                    self.on_metrics(step, sum(g[1] for g in got) / len(got))
-                if self.on_step is not None:
-                    self.on_step(rec)
+
+    def _report(self, i: int) -> None:
+        """Batch ``i``'s loss and accuracy; a step's record once all its micro-batches are read."""
+        with self.cond:
+            b = self.batches.pop(i)
+        if b.metrics is not None:
+            loss, acc = (float(v) for v in b.metrics.numpy())
+        else:
+            loss, acc = float(b.loss.numpy()), float(b.acc.numpy())
+        step = i // self.micro
+        got = self.parts.setdefault(step, [])
+        got.append((loss, acc, b.start))
+        if len(got) < self.micro:
+            return
+        del self.parts[step]
+        end = time.perf_counter()
+        start = min(g[2] for g in got)
+        with self.cond:
+            done = len(self.records) + 1
+            end_s = end - self.t0
+            rec = StepRecord(step=step, slot=0, loss=sum(g[0] for g in got) / len(got), start_s=start - self.t0,
+                             end_s=end_s, batch_s=end - start, images_per_s=done * self.images / max(end_s, 1e-9))
+            self.records.append(rec)
+            if self.on_metrics is not None:
+                self.on_metrics(step, sum(g[1] for g in got) / len(got))
+            if self.on_step is not None:
+                self.on_step(rec)
 
 
 def run_staged(staged: StagedStep, n_tasks: int, task: Task, *, images_per_task: int, window: int = 1,

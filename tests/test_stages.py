@@ -191,31 +191,75 @@ def test_an_unknown_pipeline_is_refused_before_the_devices_open() -> None:
 
 def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pytest.MonkeyPatch) -> None:
     """``auto`` on a step shorter than STAGES_MIN_STEP_S: both ways are timed, the faster runs, the choice and its
-    timings are reported; a stage pipeline made slow on purpose loses to the whole-step function."""
+    timings are reported, and no timing step's update is kept; a way made slow on purpose loses."""
     import time
 
     from hgpart.runtime import api
 
+    monkeypatch.setattr(api, "STAGES_MIN_STEP_S", 1e9)  # every step counts as short, however loaded the machine
     pl = _placement("minivgg")
     _, losses, pm = _fit(pl, "auto", 2, 4)
     choice = pm.pipeline_choice
     assert choice is not None and choice.kind in ("stages", "graph") and "auto timed 8 steps" in choice.why
     assert (pm._staged[1] is not None) == (choice.kind == "stages")  # type: ignore[index]
     assert len(losses) == 4
+    counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
+    assert counters == [4.0] * len(counters)  # the timing steps' updates were undone
 
-    real = api.run_staged
+    def slow_slots(fns: list, *args: object, **kwargs: object) -> object:  # every whole-step call 50 ms slower
+        return real_slots([lambda *a, f=f: (time.sleep(0.05), f(*a))[1] for f in fns], *args, **kwargs)
 
-    def slow_stages(*args: object, **kwargs: object) -> object:
-        time.sleep(1.0)
-        return real(*args, **kwargs)
+    def slow_stages(staged: object, n: int, task: object, **kwargs: object) -> object:  # every batch 50 ms later
+        return real_stages(staged, n, lambda i: (time.sleep(0.05), task(i))[1], **kwargs)  # type: ignore[operator]
 
-    monkeypatch.setattr(api, "run_staged", slow_stages)
-    _, _, pm = _fit(pl, "auto", 2, 2)
-    assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == "graph"
-    assert pm._staged[1] is None  # type: ignore[index]
-    assert "graph (one function per step): auto timed" in pm.pipeline_choice.describe()
+    real_slots, real_stages = api.run_slots, api.run_staged
+    for name, slow, winner in (("run_staged", slow_stages, "graph"), ("run_slots", slow_slots, "stages")):
+        with monkeypatch.context() as m:
+            m.setattr(api, name, slow)
+            _, losses, pm = _fit(pl, "auto", 2, 2)
+        assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == winner, pm.pipeline_choice
+        assert (pm._staged[1] is None) == (winner == "graph")  # type: ignore[index]
+        assert len(losses) == 2
+        counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
+        assert counters == [2.0] * len(counters)
+    assert pm.pipeline_choice.describe().startswith("stages (2): auto timed 8 steps: stages ")
     _, _, pm = _fit(pl, "graph", 2, 2)
     assert pm.pipeline_choice is not None and pm.pipeline_choice.describe().endswith("--pipeline graph")
+
+
+def test_auto_falls_back_to_one_function_when_the_stages_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hgpart.runtime import api
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise ValueError("no stages here")
+
+    monkeypatch.setattr(api, "STAGES_MIN_STEP_S", 1e9)
+    monkeypatch.setattr(api, "StagedStep", broken)
+    _, losses, pm = _fit(_placement("minivgg"), "auto", 2, 2)
+    assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == "graph"
+    assert "the stages failed (ValueError)" in pm.pipeline_choice.why and len(losses) == 2
+
+
+def test_a_failing_callback_stops_the_stage_pipeline() -> None:
+    """An on_step callback that raises fails the run as one DeviceError (before, the reporting thread died and
+    run_staged returned the records it had)."""
+    from hgpart.runtime.pipeline import shuffled_batches
+    from hgpart.runtime.stagepipe import run_staged
+
+    from hgpart.errors import DeviceError
+
+    pm = PartitionedModel.from_placement(_placement("minivgg"), device_set=DS, seed=3, inflight=2, pipeline="stages")
+    staged = pm.staged_step(pm.train_step(B, "async", 2))
+    assert staged is not None
+    x, y = _data()
+
+    def on_step(rec: object) -> None:
+        raise KeyError("callback")
+
+    with pytest.raises(DeviceError) as info:
+        run_staged(staged, 4, shuffled_batches(x, y, batch_size=B, seed=0), images_per_task=B, window=2,
+                   on_step=on_step)
+    assert info.value.cause == "KeyError"
 
 
 @pytest.mark.parametrize("inflight", [1, 2])
@@ -232,7 +276,7 @@ def test_fewer_batches_in_flight_than_stages_is_a_note(inflight: int) -> None:
         _fit(pl, "stages", inflight, 2)
     notes = [str(w.message) for w in seen if issubclass(w.category, HgpartNote)]
     if inflight < 2:
-        assert len(notes) == 1 and "2 pipeline stages with 1 batch in flight" in notes[0]
+        assert len(notes) == 1 and "2 pipeline stages on 2 devices with 1 batch in flight" in notes[0]
         assert "--inflight 2" in notes[0]
     else:
         assert notes == []
