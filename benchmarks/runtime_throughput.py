@@ -206,13 +206,10 @@ def child(args: argparse.Namespace) -> None:
 
 
 def steady_ips(ends: list[float], batch: int, warm: int) -> float:
-    """Images/s after the first ``warm`` steps to end: the steps after them over the time from the ``warm``-th
-    end to the last (the whole run's rate when there are too few steps)."""
-    ends = sorted(ends)
-    w = min(max(1, warm), len(ends) - 1)
-    if w < 1 or ends[-1] <= ends[w - 1]:
-        return len(ends) * batch / ends[-1] if ends and ends[-1] > 0 else 0.0
-    return (len(ends) - w) * batch / (ends[-1] - ends[w - 1])
+    """Images/s after the first ``warm`` steps to end (:func:`hgpart.runtime.pipeline.steady_rate`)."""
+    from hgpart.runtime.pipeline import steady_rate
+
+    return batch * steady_rate(ends, warm)
 
 
 def run_child(k: int, jobs: Any, args: argparse.Namespace, *, pin_client: bool = False) -> list[dict[str, Any]]:

@@ -55,7 +55,7 @@ def wrap_calls(calls: list[tuple[str, str, int, int]]) -> None:
 
     for obj, name, label in ((sp, "_move", "copy"), (sp._Run, "_feed", "feed"), (sp._Run, "_data", "read data"),
                              (sg.StagedStep, "forward", "forward"), (sg.StagedStep, "backward", "backward"),
-                             (sg.StagedStep, "apply", "update")):
+                             (sg.StagedStep, "fused", "forward+backward"), (sg.StagedStep, "apply", "update")):
         wrap(obj, name, label)
 
 

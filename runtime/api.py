@@ -44,7 +44,7 @@ from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import Evaluator, MeteredStep, Metrics
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
 from hgpart.runtime.partitioned import PlacedModel
-from hgpart.runtime.pipeline import StepRecord, run_slots
+from hgpart.runtime.pipeline import StepRecord, run_slots, steady_rate
 from hgpart.runtime.progress import EpochMetrics, FitProgress
 from hgpart.runtime.stagepipe import run_staged
 from hgpart.runtime.stages import StagedStep, check_pipeline, plan_stages
@@ -62,14 +62,6 @@ __all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", 
 STAGES_MIN_STEP_S = 0.25
 #: ``pipeline="auto"``: a shorter step is timed over this many steps both as stages and as one function
 AUTO_TIMED_STEPS = 8
-
-def _rate(records: list[StepRecord], warm: int) -> float:
-    """Steps per second after the first ``warm`` steps to finish (the pipeline's fill left out)."""
-    ends = sorted(r.end_s for r in records)
-    w = min(max(1, warm), len(ends) - 1)
-    span = ends[-1] - ends[w - 1]
-    return (len(ends) - w) / span if span > 0 else float("inf")
-
 
 def _inflight_note(staged: StagedStep, slots: int) -> str:
     """The note for an async stage pipeline with fewer batches in flight than stages."""
@@ -208,7 +200,8 @@ class PartitionedModel:
             pipeline: how steps run: ``stages`` (one compiled function per pipeline stage, 1F1B across stages,
                 async or sync: :mod:`hgpart.runtime.stages`; only for placements whose layers each sit on one
                 part), ``graph`` (one compiled multi-device function per step), or ``auto``
-                (``stages`` where it applies and a step takes at least :data:`STAGES_MIN_STEP_S`).
+                (``stages`` where it applies and either a step takes at least :data:`STAGES_MIN_STEP_S` or
+                they ran faster when both ways were timed: :meth:`staged_step`).
 
         Raises:
             HgpartError: the placement, the model or the devices cannot be used.
@@ -397,7 +390,7 @@ class PartitionedModel:
             check(ds)  # a worker that died is reported as such, not taken for a failure of the stages
             cause = exc.cause if isinstance(exc, DeviceError) and exc.cause else type(exc).__name__
             return None, f"auto: the stages failed ({cause}), one function per step runs"
-        t_graph, t_stages = _rate(graph, slots), _rate(staged_recs, slots)
+        t_graph, t_stages = (steady_rate([r.end_s for r in rs], slots) for rs in (graph, staged_recs))
         why = (f"auto timed {n} steps: stages {t_stages * B:.0f} images/s, graph {t_graph * B:.0f} images/s "
                f"after the first {slots}")
         return (staged if t_stages > t_graph else None), why

@@ -40,7 +40,7 @@ import numpy as np
 
 from hgpart.errors import DeviceError, HgpartError
 
-__all__ = ["StepRecord", "raise_first", "run_slots", "shuffled_batches", "stacked_tasks"]
+__all__ = ["StepRecord", "raise_first", "run_slots", "shuffled_batches", "stacked_tasks", "steady_rate"]
 
 #: what a task provides: the arguments of one call of a slot function
 Task = Callable[[int], tuple[Any, ...]]
@@ -139,6 +139,17 @@ class _Driver:
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 self._fail(exc)  # also a loss that is no number, or an on_step callback that raised
                 return
+
+
+def steady_rate(ends: Sequence[float], warm: int) -> float:
+    """Steps per second after the first ``warm`` steps to end: the steps after them over the time from the
+    ``warm``-th end to the last (the whole run's rate when there are too few steps). A pipeline's fill is a
+    one-off cost of a run, which a short run would otherwise charge to few steps."""
+    ends = sorted(ends)
+    w = min(max(1, warm), len(ends) - 1)
+    if w < 1 or ends[-1] <= ends[w - 1]:
+        return len(ends) / ends[-1] if ends and ends[-1] > 0 else 0.0
+    return (len(ends) - w) / (ends[-1] - ends[w - 1])
 
 
 def run_slots(

@@ -46,9 +46,7 @@ class _Batch:
     tapes: dict[int, tuple[Any, list[Any], list[Any]]] = field(default_factory=dict)  # stage -> tape, ins, outs
     grads: dict[tuple[int, Piece], list[Any]] = field(default_factory=dict)  # (stage, output) -> gradients
     backwarded: int = 0
-    loss: Any = None
-    acc: Any = None
-    metrics: Any = None  # [loss, accuracy] as one tensor, from the fused loss stage
+    metrics: Any = None  # [loss, accuracy] as one tensor, from the loss stage
 
 
 def _move(t: Any, device: str) -> Any:
@@ -63,11 +61,9 @@ def _move(t: Any, device: str) -> Any:
 class _Run:
     def __init__(self, staged: StagedStep, steps: int, task: Task, images: int, window: int, micro: int,
                  on_step: Callable[[StepRecord], None] | None,
-                 on_metrics: Callable[[int, float], None] | None, events: list | None = None,
-                 fuse: bool = True) -> None:
+                 on_metrics: Callable[[int, float], None] | None, events: list | None = None) -> None:
         self.st, self.task, self.images = staged, task, images
         self.events = events
-        self.fuse = fuse
         self.micro = max(1, micro)
         self.n = steps * self.micro  # batches through the stages (micro-batches in sync)
         self.window = self.micro if self.micro > 1 else max(1, window)
@@ -161,8 +157,8 @@ class _Run:
     def _forward(self, s: int, i: int) -> None:
         st = self.st
         stage = st.stages[s]
-        b, ins, labels = self._take_inputs(s, i)
-        tape, outs = st.forward(s, ins, labels)
+        b, ins, _ = self._take_inputs(s, i)
+        tape, outs = st.forward(s, ins)
         sent: dict[tuple[int, Piece], Any] = {}
         for t, o in zip(stage.outputs, outs, strict=False):
             for r in self.readers[t]:
@@ -174,8 +170,6 @@ class _Run:
         with self.cond:
             b.tapes[s] = (tape, ins, outs)
             b.inputs.update(sent)
-            if stage.loss:
-                b.loss, b.acc = outs[len(stage.outputs)], outs[len(stage.outputs) + 1]
             self.cond.notify_all()
 
     def _backward(self, s: int, i: int) -> None:
@@ -195,7 +189,7 @@ class _Run:
             else:
                 with tf.device(dev):
                     out_grads.append(tf.add_n(g))
-        in_grads, var_grads = st.backward(s, tape, ins, outs, out_grads, micro=self.micro)
+        in_grads, var_grads = st.backward(s, tape, ins, outs, out_grads)
         self._send_and_update(s, b, ins, in_grads, var_grads)
 
     def _fused(self, s: int, i: int) -> None:
@@ -266,7 +260,7 @@ class _Run:
         """Stage ``s``'s thread: one forward, one backward (see the module docstring), until every batch is done."""
         f = bwd = 0
         last = ""
-        fused = self.st.stages[s].loss and self.fuse
+        fused = self.st.stages[s].loss  # the loss stage runs forward and backward as one call
         try:
             while bwd < self.n:
                 with self.cond:
@@ -322,10 +316,7 @@ class _Run:
         """Batch ``i``'s loss and accuracy; a step's record once all its micro-batches are read."""
         with self.cond:
             b = self.batches.pop(i)
-        if b.metrics is not None:
-            loss, acc = (float(v) for v in b.metrics.numpy())
-        else:
-            loss, acc = float(b.loss.numpy()), float(b.acc.numpy())
+        loss, acc = (float(v) for v in b.metrics.numpy())
         step = i // self.micro
         got = self.parts.setdefault(step, [])
         got.append((loss, acc, b.start))
@@ -349,7 +340,7 @@ class _Run:
 def run_staged(staged: StagedStep, n_tasks: int, task: Task, *, images_per_task: int, window: int = 1,
                micro: int = 1, on_step: Callable[[StepRecord], None] | None = None,
                on_metrics: Callable[[int, float], None] | None = None,
-               fix: str | None = None, events: list | None = None, fuse: bool = True) -> list[StepRecord]:
+               fix: str | None = None, events: list | None = None) -> list[StepRecord]:
     """Train ``n_tasks`` steps (``task(i)`` gives step i's batch ``x, y``) through the stages, 1F1B; returns one
     :class:`StepRecord` per step, sorted by finishing time. ``on_metrics`` gets each step's accuracy just before
     ``on_step`` gets its record.
@@ -361,9 +352,9 @@ def run_staged(staged: StagedStep, n_tasks: int, task: Task, *, images_per_task:
 
     ``events``, if given, receives ``(stage, "f" or "b", batch, start_s, end_s)`` for every call a stage's thread
     made, in order (what ``benchmarks/step_breakdown.py`` and the tests read the schedule from); the loss
-    stage's calls are ``"fb"`` (forward, backward and update in one call) unless ``fuse`` is False.
+    stage's are ``"fb"``: its forward and backward call, then its update.
     """
-    run = _Run(staged, n_tasks, task, images_per_task, window, micro, on_step, on_metrics, events, fuse)
+    run = _Run(staged, n_tasks, task, images_per_task, window, micro, on_step, on_metrics, events)
     threads = [threading.Thread(target=run.stage_loop, args=(s,), daemon=True, name=f"hgpart-stage{s}")
                for s in range(len(staged.stages))]
     fin = threading.Thread(target=run.finisher, daemon=True, name="hgpart-finish")

@@ -303,48 +303,43 @@ class StagedStep:
         with tf.device(f.device):
             res = f.fused(*inputs, labels, 1.0 / micro)
         n = sum(1 for t, _ in st.inputs if t != self.input_name)
-        it = iter(res[1:1 + n])
-        return res[0], [None if t == self.input_name else next(it) for t, _ in st.inputs], list(res[1 + n:])
+        return res[0], self._per_input(st, res[1:1 + n]), list(res[1 + n:])
 
-    def forward(self, s: int, inputs: list[Any], labels: Any | None) -> tuple[Any, list[Any]]:
-        """Stage ``s``'s forward call on its device under a new tape; returns (tape, outputs)."""
+    def forward(self, s: int, inputs: list[Any]) -> tuple[Any, list[Any]]:
+        """Stage ``s``'s forward call on its device under a new tape; returns (tape, outputs). Not for the loss
+        stage, whose forward and backward are one call (:meth:`fused`)."""
         import tensorflow as tf
 
         f = self.fns[s]
-        args = [*inputs, labels] if f.stage.loss else inputs
         watched = [a for (t, _), a in zip(f.stage.inputs, inputs, strict=True) if t != self.input_name]
         with tf.GradientTape(watch_accessed_variables=True) as tape:
             for a in watched:
                 tape.watch(a)
             with tf.device(f.device):
-                outs = f.forward(*args)
+                outs = f.forward(*inputs)
         return tape, list(outs)
 
-    def backward(self, s: int, tape: Any, inputs: list[Any], outs: list[Any], grads: list[Any],
-                 micro: int = 1) -> tuple[list[Any], list[Any]]:
+    def backward(self, s: int, tape: Any, inputs: list[Any], outs: list[Any],
+                 grads: list[Any]) -> tuple[list[Any], list[Any]]:
         """Stage ``s``'s backward on its device; returns the gradients of its inputs (None for the model input)
         and of its variables, for :meth:`apply`. The two are separate calls so that the caller can send the
-        input gradients on to the stages waiting for them before this device spends time on its update.
-
-        ``micro`` > 1 (sync mode): the loss gradient is scaled by ``1 / micro`` (one step's micro-batches are
-        averaged).
-        """
+        input gradients on to the stages waiting for them before this device spends time on its update."""
         import tensorflow as tf
 
         f = self.fns[s]
         st = f.stage
         with tf.device(f.device):
-            targets = list(outs[: len(st.outputs)])
-            out_grads = list(grads)
-            if st.loss:
-                targets.append(outs[len(st.outputs)])
-                out_grads.append(tf.constant(1.0 / micro))
             srcs = [a for (t, _), a in zip(st.inputs, inputs, strict=True) if t != self.input_name]
-            res = tape.gradient(targets, [*srcs, *f.variables], output_gradients=out_grads)
+            res = tape.gradient(list(outs[: len(st.outputs)]), [*srcs, *f.variables], output_gradients=list(grads))
             var_grads = [g if g is not None else tf.zeros_like(v)
                          for v, g in zip(f.variables, res[len(srcs):], strict=True)]
-        it = iter(res[: len(srcs)])
-        return [None if t == self.input_name else next(it) for t, _ in st.inputs], var_grads
+        return self._per_input(st, res[: len(srcs)]), var_grads
+
+    def _per_input(self, st: Stage, grads: Any) -> list[Any]:
+        """``grads`` (one per input of ``st`` other than the model input) as one entry per input, None for the
+        model input."""
+        it = iter(grads)
+        return [None if t == self.input_name else next(it) for t, _ in st.inputs]
 
     def apply(self, s: int, var_grads: list[Any], micro: int = 1) -> None:
         """Stage ``s``'s optimizer update from one backward's ``var_grads``; with ``micro`` > 1 (sync mode) the
