@@ -17,9 +17,12 @@ What it does, in this order, each step in its own process:
    does) for ``steps`` global steps of every strategy that runs on worker processes, keeping each model-parallel
    run's placement. Images/s = images trained / training wall time (the pipeline fill included, evaluation not).
 3. Every measured run is simulated on the calibrated cluster with the same placement, batch size, mode and
-   batches in flight / micro-batches (K). compare-run trains model parallelism through one whole-step function
-   (``TrainStep``), so the async strategies are simulated with ``pipeline=graph`` (calls do not overlap; the
-   async data-parallel workers' calls, multi-device functions too, take turns). The cluster's
+   batches in flight / micro-batches (K). compare-run trains model parallelism as ``hgpart train`` does
+   (``--pipeline auto``: as pipeline stages, or one whole-step function per step; each run records which), and
+   each run is simulated with the pipeline it ran: ``stages`` (batches in flight overlap on the devices, sync
+   micro-batches form a pipeline) or ``graph`` (calls do not overlap; sync micro-batches advance together). The
+   async data-parallel workers' calls, multi-device functions, are simulated with ``graph`` (they take turns).
+   Runs recorded before compare-run chose a pipeline ran ``graph``. The cluster's
    ``call_overhead_us`` (measured by ``hgpart calibrate``) starts every call, and its link holds both workers
    for every transfer (``holds_devices``: the workers' cores do the copies).
 
@@ -108,7 +111,8 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
         opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k, pipeline=SimPipeline.GRAPH)
         return simulate(_placement(placement), cluster, opts, hypergraph=_hypergraph(placement)).images_per_s
     mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
-    opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=SimPipeline.GRAPH)
+    pipe = SimPipeline.STAGES if run.get("pipeline", "").startswith("stages") else SimPipeline.GRAPH
+    opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=pipe)
     return simulate(_placement(placement), cluster, opts).images_per_s
 
 

@@ -29,7 +29,6 @@ import math
 import os
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,56 +36,26 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.checkpoint import Checkpointer, CheckpointSettings, ResumeKey
-from hgpart.runtime.cluster import check, guarded
+from hgpart.runtime.cluster import guarded
 from hgpart.runtime.data import ArrayData, Data, StepFeed, check_arrays, load_data
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import Evaluator, MeteredStep, Metrics
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
 from hgpart.runtime.partitioned import PlacedModel
-from hgpart.runtime.pipeline import StepRecord, run_slots, steady_rate
+from hgpart.runtime.pipechoice import STAGES_MIN_STEP_S, PipelineChoice, choose_pipeline
+from hgpart.runtime.pipeline import StepRecord, run_slots
 from hgpart.runtime.progress import EpochMetrics, FitProgress
 from hgpart.runtime.stagepipe import run_staged
-from hgpart.runtime.stages import StagedStep, check_pipeline, plan_stages
-from hgpart.runtime.step import OptimizerSpec, restoring
+from hgpart.runtime.stages import StagedStep, check_pipeline
+from hgpart.runtime.step import OptimizerSpec
 from hgpart.runtime.strategy import Schedule
 
-from hgpart.errors import BadOptionError, DeviceError, HgpartError
+from hgpart.errors import BadOptionError, HgpartError
 from hgpart.fileio import check_writable
-from hgpart.notes import HgpartNote
 from hgpart.placement import Placement, load_placement
 
-__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "STAGES_MIN_STEP_S"]
-
-#: ``pipeline="auto"`` runs steps as stages when one whole-step call takes at least this long (seconds)
-STAGES_MIN_STEP_S = 0.25
-#: ``pipeline="auto"``: a shorter step is timed over this many steps both as stages and as one function
-AUTO_TIMED_STEPS = 8
-
-def _inflight_note(staged: StagedStep, slots: int) -> str:
-    """The note for an async stage pipeline with fewer batches in flight than stages."""
-    n, devices = len(staged.stages), len({st.part for st in staged.stages})
-    batches = f"{slots} batch{'es' if slots > 1 else ''}"
-    advice = (f"--inflight {n} (one batch per stage, PipeDream's rule) keeps every stage busy" if n <= 2 * devices
-              else f"more batches in flight keep the stages busier (up to one per stage: --inflight {n})")
-    return (f"{n} pipeline stages on {devices} devices with {batches} in flight: a batch holds its place in the "
-            f"window from its first stage's forward to its first stage's backward, so a stage may wait; {advice}, "
-            f"at the cost of staler weights")
-
-
-@dataclass(frozen=True)
-class PipelineChoice:
-    """How a step ran: as ``stages`` (how many) or as one ``graph`` function per step, and why."""
-
-    kind: str  # "stages" or "graph"
-    stages: int = 0
-    why: str = ""
-
-    def describe(self) -> str:
-        """One line for the CLI, e.g. ``stages (3): auto timed 8 steps: stages 310 images/s, graph 270 ...``."""
-        head = f"stages ({self.stages})" if self.kind == "stages" else "graph (one function per step)"
-        return f"{head}: {self.why}" if self.why else head
-
+__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "PipelineChoice", "STAGES_MIN_STEP_S"]
 
 #: what a data argument may be: arrays (with y), checked data, or a ``--data`` value
 DataLike = Any
@@ -320,80 +289,14 @@ class PartitionedModel:
 
     def staged_step(self, step: MeteredStep, window: int | None = None) -> StagedStep | None:
         """The stage pipeline of ``step`` (made once per step and window, warmed up), or None when steps run as
-        one function.
-
-        ``auto`` times one warm step of the whole-step function. A step of at least ``STAGES_MIN_STEP_S`` runs
-        as stages (their per-call cost is small against it). A shorter one is timed both ways, each over
-        ``AUTO_TIMED_STEPS`` steps (at least three windows) with ``window`` batches in flight (async; sync: the
-        step's micro-batches), on the steps after the first window (the pipeline's fill is a one-off cost of a
-        run), and runs the way that was faster: per-stage calls cost the client a few hundred microseconds each,
-        so which way wins on a short step depends on the placement and the mode. No timing step's update is
-        kept. If the stages fail to build or run there, ``auto`` runs the whole-step function and says why.
-        """
+        one function: :func:`hgpart.runtime.pipechoice.choose_pipeline` with this model's ``pipeline``, its
+        choice kept in :attr:`pipeline_choice`."""
         slots = 1 if step.micro > 1 else max(1, window or self.inflight)
         if self._staged is not None and self._staged[0] == (step, slots):
             return self._staged[1]
-        staged = None
-        stages = plan_stages(self.placed) if self.pipeline != "graph" else None
-        why = ("--pipeline graph" if self.pipeline == "graph" else
-               "the placement has no stages (a split layer cannot run piecewise)" if stages is None else
-               "one stage" if len(stages) <= 1 else "")
-        if stages is not None and len(stages) > 1:
-            ds, B = self.device_set, step.batch_size
-            x = np.zeros((B, *self.placement.graph.input_shape), np.float32)
-            y = np.zeros(B, np.int32)
-
-            def batch(i: int) -> tuple[Any, Any]:
-                return x, y
-
-            with restoring(step.state):
-                t = time.perf_counter()
-                guarded(ds, step.run, x, y)
-                slow = time.perf_counter() - t >= STAGES_MIN_STEP_S
-            if self.pipeline == "stages" or slow:
-                staged = self._build_stages(step, stages, batch)
-                why = "--pipeline stages" if self.pipeline == "stages" else \
-                    f"auto: one step takes at least {STAGES_MIN_STEP_S} s"
-            else:
-                staged, why = self._time_both(step, stages, batch, slots)
-        if staged is not None and step.micro == 1 and slots < len(staged.stages):
-            warnings.warn(HgpartNote(_inflight_note(staged, slots)), stacklevel=2)
+        staged, self.pipeline_choice = choose_pipeline(step, self.device_set, pipeline=self.pipeline, slots=slots)
         self._staged = ((step, slots), staged)
-        self.pipeline_choice = PipelineChoice("stages" if staged is not None else "graph",
-                                              len(staged.stages) if staged is not None else 0, why)
         return staged
-
-    def _build_stages(self, step: MeteredStep, stages: list[Any], batch: Callable[[int], Any]) -> StagedStep:
-        """The stage functions of ``step``, traced and placed by 4 warm-up batches whose updates are undone."""
-        ds = self.device_set
-        staged = guarded(ds, StagedStep, step, stages)
-        with restoring(step.state):
-            guarded(ds, run_staged, staged, 4, batch, images_per_task=step.batch_size, window=2, micro=step.micro)
-        return staged
-
-    def _time_both(self, step: MeteredStep, stages: list[Any], batch: Callable[[int], Any],
-                   slots: int) -> tuple[StagedStep | None, str]:
-        """``auto`` on a short step: the stages if they ran faster than the whole-step function, and why."""
-        ds, B = self.device_set, step.batch_size
-        n = max(AUTO_TIMED_STEPS, 3 * slots)
-        fix = "run with --pipeline graph"
-        try:
-            staged = self._build_stages(step, stages, batch)
-            with restoring(step.state):
-                graph = guarded(ds, run_slots, [lambda i: step.run(*batch(i))[0]] * slots, n, lambda i: (i,),
-                                images_per_task=B, fix=fix)
-                staged_recs = guarded(ds, run_staged, staged, n, batch, images_per_task=B, window=slots,
-                                      micro=step.micro, fix=fix)
-        except Exception as exc:  # noqa: BLE001 - a failure of the stage path: the whole-step function runs
-            if isinstance(exc, HgpartError) and not isinstance(exc, DeviceError):
-                raise  # a bad setting: the whole-step function would fail the same way
-            check(ds)  # a worker that died is reported as such, not taken for a failure of the stages
-            cause = exc.cause if isinstance(exc, DeviceError) and exc.cause else type(exc).__name__
-            return None, f"auto: the stages failed ({cause}), one function per step runs"
-        t_graph, t_stages = (steady_rate([r.end_s for r in rs], slots) for rs in (graph, staged_recs))
-        why = (f"auto timed {n} steps: stages {t_stages * B:.0f} images/s, graph {t_graph * B:.0f} images/s "
-               f"after the first {slots}")
-        return (staged if t_stages > t_graph else None), why
 
     def _run(self, data: Data, val: Data | None, plan: _FitPlan, on_step: Callable[[FitRow], None] | None,
              checkpoint: CheckpointSettings | None = None) -> History:

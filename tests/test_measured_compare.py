@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import pytest
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.strategy import Strategy
@@ -12,6 +13,7 @@ from hgpart.runtime.strategy import Strategy
 from hgpart.compare import measured
 from hgpart.compare.measured import run_measured
 from hgpart.compare.measured_report import measured_tables, write_measured
+from hgpart.errors import BadOptionError
 from hgpart.placement import load_placement
 
 QUICK = dict(input_shape=(16, 16, 3), steps=2, eval_n=32, evals_per_epoch=1, progress=False)
@@ -89,3 +91,28 @@ def test_unknown_method_is_a_clear_error() -> None:
     ds = open_devices("logical", 2)
     with pytest.raises(HgpartError, match="unknown method"):
         run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=["warp-drive"], **QUICK)
+
+
+def test_model_parallelism_runs_its_steps_as_hgpart_train_does(tmp_path) -> None:
+    """compare-run trains model parallelism through the same pipeline choice as ``hgpart train``: with
+    ``--pipeline stages`` a layer-wise placement's async and sync runs go through the stage pipeline, with ``graph``
+    through one function per step; each run says which, and the report shows it."""
+    ds = open_devices("logical", 2)
+    methods = ["layerwise-async", "layerwise-sync"]
+    staged = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods, pipeline="stages",
+                          trace_dir=tmp_path / "traces", **QUICK)
+    assert [r.status for r in staged.runs] == ["ok"] * 2, [r.reason for r in staged.runs]
+    for r in staged.runs:
+        assert r.pipeline.startswith("stages (") and r.pipeline.endswith("--pipeline stages"), r.pipeline
+        assert r.steps == 2 and r.images_per_s > 0 and np.isfinite(r.curve[-1].train_loss)
+        # traced as hgpart train --trace traces: the whole-step graph's ops, mapped to devices
+        assert len(r.device_busy) == 2 and min(r.device_busy) > 0 and r.trace_note.startswith("as one function")
+    graph = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods, pipeline="graph", **QUICK)
+    assert graph.runs[0].status == "ok" and graph.runs[0].pipeline == "graph (one function per step): --pipeline graph"
+    assert staged.pipeline == "stages" and graph.pipeline == "graph"
+    # sync: the same seed, data order and initial weights, so both ways train the same two steps
+    assert staged.runs[1].curve[1].train_loss == pytest.approx(graph.runs[1].curve[1].train_loss, rel=1e-3)
+    md = {t.title: t.rows for t in measured_tables(staged)}
+    assert md["How model parallelism's steps ran (--pipeline stages)"][0][:2] == ["layerwise-async", "8"]
+    with pytest.raises(BadOptionError, match="pipeline"):
+        run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods, pipeline="warp", **QUICK)

@@ -279,3 +279,22 @@ def test_model_times_data_parallelism_runs_each_replica_on_its_share_and_all_red
         simulate(pl, cluster, SimOptions(batch_size=8, mode=Mode.ASYNC, replicas=2))
     with pytest.raises(HgpartError, match="needs 6 devices"):
         simulate(pl, cluster, SimOptions(batch_size=6, mode=Mode.SYNC, inflight=1, replicas=3))
+
+
+@pytest.mark.parametrize(("step", "factor"), [(None, 1.0), (0.1, 1.0), (2.0, 2.0)])
+def test_a_profiles_layers_are_lifted_to_its_own_whole_step_never_lowered(tmp_path: Path, step: float | None,
+                                                                          factor: float) -> None:
+    """Layers timed alone that add up to less than the profile's measured whole step are scaled up to it (the
+    step pays for something no layer alone does); layers that add up to more are kept as measured."""
+    from hgpart.profile import LayerCost, Profile, ProfileQuality
+
+    graph = toy_network()
+    costs = [LayerCost(layer.name, 1.0 + i, 3.0 + 2 * i, layer.flops, layer.params, 0)
+             for i, layer in enumerate(graph.layers)]
+    layers_ms = sum(c.forward_ms + c.backward_ms for c in costs)  # the whole step: `step` times the layers
+    Profile(graph.name, graph.input_shape, 8, "measured", graph.fingerprint(), costs,
+            quality=ProfileQuality(step_ms=None if step is None else step * layers_ms)).save(tmp_path / "p.json")
+    times = layer_times(graph, _cluster(profiles=str(tmp_path)).device, batch=8)
+    assert times.total() == pytest.approx(factor * layers_ms / 1000.0, rel=1e-12)
+    assert times.backward["conv1"] == pytest.approx(factor * costs[1].backward_ms / 1000.0, rel=1e-12)
+    assert ("to its whole step" in times.source) == (factor > 1.0)

@@ -194,9 +194,9 @@ def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pyte
     timings are reported, and no timing step's update is kept; a way made slow on purpose loses."""
     import time
 
-    from hgpart.runtime import api
+    from hgpart.runtime import pipechoice
 
-    monkeypatch.setattr(api, "STAGES_MIN_STEP_S", 1e9)  # every step counts as short, however loaded the machine
+    monkeypatch.setattr(pipechoice, "STAGES_MIN_STEP_S", 1e9)  # every step counts as short, however loaded the machine
     pl = _placement("minivgg")
     _, losses, pm = _fit(pl, "auto", 2, 4)
     choice = pm.pipeline_choice
@@ -212,10 +212,10 @@ def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pyte
     def slow_stages(staged: object, n: int, task: object, **kwargs: object) -> object:  # every batch 50 ms later
         return real_stages(staged, n, lambda i: (time.sleep(0.05), task(i))[1], **kwargs)  # type: ignore[operator]
 
-    real_slots, real_stages = api.run_slots, api.run_staged
+    real_slots, real_stages = pipechoice.run_slots, pipechoice.run_staged
     for name, slow, winner in (("run_staged", slow_stages, "graph"), ("run_slots", slow_slots, "stages")):
         with monkeypatch.context() as m:
-            m.setattr(api, name, slow)
+            m.setattr(pipechoice, name, slow)
             _, losses, pm = _fit(pl, "auto", 2, 2)
         assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == winner, pm.pipeline_choice
         assert (pm._staged[1] is None) == (winner == "graph")  # type: ignore[index]
@@ -228,13 +228,13 @@ def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pyte
 
 
 def test_auto_falls_back_to_one_function_when_the_stages_fail(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hgpart.runtime import api
+    from hgpart.runtime import pipechoice
 
     def broken(*args: object, **kwargs: object) -> object:
         raise ValueError("no stages here")
 
-    monkeypatch.setattr(api, "STAGES_MIN_STEP_S", 1e9)
-    monkeypatch.setattr(api, "StagedStep", broken)
+    monkeypatch.setattr(pipechoice, "STAGES_MIN_STEP_S", 1e9)
+    monkeypatch.setattr(pipechoice, "StagedStep", broken)
     _, losses, pm = _fit(_placement("minivgg"), "auto", 2, 2)
     assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == "graph"
     assert "the stages failed (ValueError)" in pm.pipeline_choice.why and len(losses) == 2

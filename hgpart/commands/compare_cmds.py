@@ -232,6 +232,8 @@ def compare_run(
     no_plots: bool = typer.Option(False, "--no-plots", help="skip the PNG curves"),
     trace: bool = typer.Option(True, "--trace/--no-trace",
                                help="profile max(2, K) extra steps per run: device busy %, OUT/traces/*.json"),
+    pipeline: str = typer.Option("auto", "--pipeline", help="model parallelism's steps as: stages | graph | auto "
+                                 "(as hgpart train --pipeline; the report says which ran)"),
 ) -> None:
     """Measured comparison: train the model under every strategy on the same K devices (time and convergence)."""
     from rich.console import Console
@@ -239,12 +241,14 @@ def compare_run(
     from hgpart.fileio import check_writable
     from hgpart.models import model_name
     from hgpart.runtime.devices import open_devices
+    from hgpart.runtime.stages import check_pipeline
 
     bss = parse_int_list(batch_sizes, what="--batch-sizes")
     options.check_parts(k)
     options.check_epsilon(epsilon)
     options.check_backend(backend, None)
     options.check_at_least_one(steps, "--steps")
+    check_pipeline(pipeline)
     if epochs is not None and not epochs > 0:
         raise HgpartError(f"--epochs {epochs} must be above 0", where="--epochs")
     folder = check_writable(out if out is not None else Path("reports") / f"{model_name(model)}_measured",
@@ -262,7 +266,8 @@ def compare_run(
                            batch_sizes=bss, epochs=epochs, steps=steps, target=target,
                            methods=parse_name_list(methods), optimizer=optimizer, lr=lr, seed=seed, eval_n=eval_n,
                            evals_per_epoch=evals_per_epoch, profile=prof, backend=backend, epsilon=epsilon,
-                           devices_label=devices, console=console, trace_dir=folder / "traces" if trace else None)
+                           devices_label=devices, console=console, trace_dir=folder / "traces" if trace else None,
+                           pipeline=pipeline)
         print_measured(cmp, console=console)
         paths = write_measured(cmp, folder, plots=not no_plots)
         console.print(f"wrote {len(paths)} report files to {folder} (total {cmp.seconds:.1f} s)", highlight=False)

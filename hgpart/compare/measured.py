@@ -14,7 +14,10 @@ optimizer and global batch size:
 
 * ``single`` - one device; ``layerwise-*``, ``coarse-*``, ``fine-*`` - model parallelism from a placement compiled
   on the fly (layer-wise backend; coarse/fine hypergraph with the chosen backend) with the hgpart runtime, in its
-  ``async`` pipeline (K batches in flight) and ``sync`` (K micro-batches, one update) modes;
+  ``async`` pipeline (K batches in flight) and ``sync`` (K micro-batches, one update) modes, its steps run as
+  ``hgpart train`` runs them (``pipeline``, default ``auto``: as pipeline stages or one function per step, chosen
+  by :func:`hgpart.runtime.pipechoice.choose_pipeline` after the warm-up; ``MeasuredRun.pipeline`` says which and
+  why);
 * ``sync-dp``, ``sync-dp-mirrored``, ``async-dp-1ps``, ``async-dp-dps`` - :mod:`hgpart.runtime.dataparallel`.
 
 Data: scikit-learn's digits (1,797 images, 10 classes) resized to the model input; an epoch is
@@ -29,7 +32,8 @@ or runtime error) is recorded with status ``failed`` and the reason; the compari
 
 Utilisation: ``cpu_cores`` is this process's CPU time over wall time during training (2.0 = both cores busy;
 on worker processes the workers' CPU is not included); ``slot_busy`` is the share of wall time each driver slot
-(an async pipeline slot, an async-DP worker) had a step in flight.
+(an async pipeline slot, an async-DP worker) had a step in flight; a stage pipeline counts all its batches in
+slot 0 (the sum over its batches in flight, so it may exceed 1).
 
 Per-device utilisation (``trace_dir`` given): after the timed run and its last evaluation (so the curves and timings
 are untouched), ``max(2, K)`` more global steps of the same step functions and driver run under TensorFlow's
@@ -108,6 +112,8 @@ class MeasuredRun:
     trace_path: str = ""  # devices_trace.json of those steps
     trace_note: str = ""  # why there is no trace, or what it covered
     placement_path: str = ""  # the placement a model-parallel run trained (run_measured's placement_dir given)
+    #: model parallelism: how its steps ran (``PipelineChoice.describe()``: stages or one function, and why)
+    pipeline: str = ""
     curve: list[CurvePoint] = field(default_factory=list)
     notes: str = ""
 
@@ -136,6 +142,8 @@ class MeasuredComparison:
     runs: list[MeasuredRun] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: ``--pipeline`` of the model-parallel runs (comparisons written before it existed ran ``graph``)
+    pipeline: str = "graph"
 
     def run(self, method: str, batch_size: int) -> MeasuredRun | None:
         for r in self.runs:
@@ -190,6 +198,22 @@ class _Compiled:
     #: runs each distinct step function once and undoes its updates (TrainStep / DataParallel ``warm_up``)
     warm_up: Callable[[np.ndarray, np.ndarray], Any] | None = None
     placement: Any = None  # model parallelism: the hgpart.placement.Placement trained
+    #: model parallelism: the stage pipeline the steps run through (None: the slot functions ``fns``)
+    staged: Any = None
+    micro: int = 1  # micro-batches per step (sync model parallelism)
+
+    def train(self, xs: np.ndarray, ys: np.ndarray,
+              on_step: Callable[[StepRecord], None] | None = None) -> list[StepRecord]:
+        """Train on the stacked tasks ``xs[i], ys[i]``: through the stage pipeline (``len(fns)`` batches in
+        flight) when one was chosen, else on one thread per slot function."""
+        from hgpart.runtime.dataparallel import run_slots
+        from hgpart.runtime.pipeline import stacked_tasks
+        from hgpart.runtime.stagepipe import run_staged
+
+        if self.staged is None:
+            return run_slots(self.fns, xs, ys, on_step=on_step)
+        return run_staged(self.staged, len(xs), stacked_tasks(xs, ys), images_per_task=self.task_batch,
+                          window=len(self.fns), micro=self.micro, on_step=on_step)
 
 
 def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any,
@@ -207,8 +231,8 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
         return _Compiled(s.slot_fns, s.task_batch, s.comm_bytes_per_step, s.feed_bytes_per_step, s.bytes_source,
                          s.evaluate, s.notes, node_devices=lambda: node_devices(s), warm_up=s.warm_up)
     from hgpart.frontend import layer_graph_from_keras
+    from hgpart.runtime.evaluation import MeteredStep
     from hgpart.runtime.partitioned import PlacedModel
-    from hgpart.runtime.step import TrainStep
     from hgpart.runtime.traffic import measure_traffic
 
     method = strategy.name
@@ -219,7 +243,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
     pl = _placement(graph, strategy.placement, k, B, profile=profile, backend=backend, epsilon=epsilon, seed=seed)
     pl.check_model(layer_graph_from_keras(model, name=graph.name), where=f"{method} placement vs Keras model")
     pm = PlacedModel(pl, model, ds.devices, host=ds.host)
-    step = TrainStep(pm, opt, batch_size=B, micro_batches=1 if strategy.is_async else k)
+    step = MeteredStep(pm, opt, batch_size=B, micro_batches=1 if strategy.is_async else k)
     t = measure_traffic(step)
 
     def evaluate(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -236,7 +260,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
              f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
              + ("; K batches in flight" if strategy.is_async else "; K micro-batches per step"))
     return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step,
-                     warm_up=step.warm_up, placement=pl)
+                     warm_up=step.warm_up, placement=pl, micro=step.micro)
 
 
 def machine_info() -> dict[str, Any]:
@@ -297,7 +321,7 @@ def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: 
     def run(n: int) -> None:
         ran.append(n)
         idx = np.take(order, np.arange(n * B), mode="wrap").reshape(n * per, c.task_batch)
-        run_slots(c.fns, x[idx], y[idx])  # guarded by _attempt
+        run_slots(c.fns, x[idx], y[idx])  # guarded by _attempt; the step functions, as hgpart train --trace
 
     nodes = c.node_devices() if c.node_devices is not None else None
     try:
@@ -306,7 +330,9 @@ def _trace(c: _Compiled, ds: Any, x: np.ndarray, y: np.ndarray, B: int, folder: 
                                   node_devices=nodes)
     finally:
         shutil.rmtree(folder / "tf_profile", ignore_errors=True)  # raw XSpace files: large, already read
-    note = f"{sum(ran)} extra steps after the timed run, {dt.wall_s * 1000:.0f} ms traced, ops per device " \
+    note = ("as one function per step (hgpart train --trace does the same: the profiler maps the whole-step "
+            "graph's ops to devices, not the stage functions'), " if c.staged is not None else "") + \
+        f"{sum(ran)} extra steps after the timed run, {dt.wall_s * 1000:.0f} ms traced, ops per device " \
            f"{dt.ops_per_device}" + (f", {dt.unmatched} kernel events not attributed" if dt.unmatched else "")
     return [float(b) for b in dt.busy], str(dt.path), note
 
@@ -345,8 +371,6 @@ def _batches(s: _Session, plan: _Plan, orders: dict[int, np.ndarray], done: int,
 
 def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: Callable[[int], None]) -> None:
     """The timed training of one run, evaluated (clock stopped) every ``eval_every`` global steps."""
-    from hgpart.runtime.dataparallel import run_slots
-
     spe, per = plan.steps_per_epoch, plan.batch_size // c.task_batch
     eval_every = max(1, spe // max(1, s.evals_per_epoch))
     acc, loss = c.evaluate(*s.ev)
@@ -364,7 +388,7 @@ def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: C
         n = min(eval_every, plan.total_steps - done, spe - done % spe)
         xs, ys = _batches(s, plan, orders, done, n, c.task_batch)
         c0, w0 = _cpu(), time.perf_counter()
-        records: list[StepRecord] = run_slots(c.fns, xs, ys, on_step=on_step)  # guarded by _attempt
+        records = c.train(xs, ys, on_step)  # guarded by _attempt
         wall += time.perf_counter() - w0
         cpu += _cpu() - c0
         np.add.at(busy, [r.slot for r in records], [r.batch_s for r in records])
@@ -390,6 +414,12 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
     c = _compile(strategy, cmp.spec, s.graph, s.ds, s.opt, B, seed=cmp.seed, profile=s.profile, backend=cmp.backend,
                  epsilon=s.epsilon)
     _warm_up(c, s.x, s.y)
+    if c.step is not None:  # model parallelism runs as hgpart train runs it: stages or one function per step
+        from hgpart.runtime.pipechoice import choose_pipeline
+
+        c.staged, choice = choose_pipeline(c.step, s.ds, pipeline=cmp.pipeline,
+                                           slots=len(c.fns) if strategy.is_async else 1)
+        run.pipeline = choice.describe()
     run.compile_seconds = time.perf_counter() - t0
     run.comm_bytes_per_step, run.feed_bytes_per_step, run.bytes_source, run.notes = c.comm, c.feed, c.source, c.notes
     if s.placement_dir is not None and c.placement is not None:
@@ -501,6 +531,7 @@ def run_measured(
     console: Any = None,
     trace_dir: str | os.PathLike[str] | None = None,
     placement_dir: str | os.PathLike[str] | None = None,
+    pipeline: str = "auto",
 ) -> MeasuredComparison:
     """Train ``model`` under every method at every batch size on ``device_set`` (see the module docstring).
 
@@ -508,17 +539,21 @@ def run_measured(
     every placement (default: an analytic profile at each batch size). ``trace_dir``: trace each run's devices
     into ``trace_dir/<method>_bs<B>/`` (module docstring); ``None``: no trace. ``placement_dir``: save each
     model-parallel run's placement as ``placement_dir/<method>_bs<B>.json`` (``MeasuredRun.placement_path``), so a
-    simulation can replay exactly what was measured.
+    simulation can replay exactly what was measured. ``pipeline``: how the model-parallel strategies run their
+    steps, as ``hgpart train --pipeline`` (:mod:`hgpart.runtime.pipechoice`; ``auto`` by default, as training).
 
     Raises:
-        BadOptionError: an unknown method, a target outside (0, 1], a batch size above the dataset's size.
+        BadOptionError: an unknown method or pipeline, a target outside (0, 1], a batch size above the dataset's
+            size.
     """
     from hgpart.models import load_graph
+    from hgpart.runtime.stages import check_pipeline
     from hgpart.runtime.step import OptimizerSpec
     from hgpart.runtime.train import load_dataset
 
     started = time.perf_counter()
     strategies = _strategies(methods, target)
+    check_pipeline(pipeline)
     if steps is None and epochs is None:
         epochs = 1.0
     graph = load_graph(model, input_shape=input_shape, num_classes=num_classes)
@@ -530,7 +565,7 @@ def run_measured(
         devices=devices_label, batch_sizes=[int(b) for b in batch_sizes], epochs=float(epochs or 0.0),
         target=float(target), optimizer=optimizer, lr=float(lr), seed=seed, eval_n=len(ev_idx), images=len(x),
         profile="analytic (FLOPs) at each batch size" if profile is None else "given profile file",
-        backend=backend, methods=[st.name for st in strategies], machine=machine_info())
+        backend=backend, methods=[st.name for st in strategies], machine=machine_info(), pipeline=pipeline)
     plans = _plans(cmp.batch_sizes, len(x), steps, float(epochs or 0.0))
     if steps is not None:
         cmp.epochs = float(np.mean([p.total_steps / p.steps_per_epoch for p in plans]))

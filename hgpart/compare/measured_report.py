@@ -112,6 +112,10 @@ def measured_tables(cmp: MeasuredComparison) -> list[Table]:
     if untraced:
         tables.append(Table("Runs whose devices could not be traced", ["Method", "BS", "Reason"],
                             [[r.method, str(r.batch_size), r.trace_note] for r in untraced]))
+    ran = [r for r in cmp.runs if r.status == "ok" and r.pipeline]
+    if ran:
+        tables.append(Table(f"How model parallelism's steps ran (--pipeline {cmp.pipeline})",
+                            ["Method", "BS", "Steps as"], [[r.method, str(r.batch_size), r.pipeline] for r in ran]))
     notes = {}
     for r in cmp.runs:
         if r.status == "ok" and r.notes and r.method not in notes:

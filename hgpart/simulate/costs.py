@@ -8,7 +8,8 @@ Usage::
     u = layer_update_seconds(graph, t, cluster.device, optimizer="adam")   # per layer, the whole layer's update
 
 A device kind with a ``profiles`` folder uses the measured profile of the model (same fingerprint) whose batch size
-is nearest, scaled linearly to the batch asked for; with ``profile_cores`` only profiles measured with that many
+is nearest, scaled linearly to the batch asked for (and lifted to the profile's own whole training step where its
+layers add up to less: :func:`step_floor`); with ``profile_cores`` only profiles measured with that many
 cores count (a one-core worker is not described by a profile of the whole machine). Otherwise the layers' forward
 FLOP counts are divided by the sustained rate (peak x efficiency), and the backward pass costs
 :data:`hgpart.profile.BACKWARD_FLOP_FACTOR` times the forward one (input and weight gradients). An optimizer
@@ -29,7 +30,7 @@ from hgpart.layergraph import LayerGraph
 from hgpart.metrics import OPTIMIZER_SLOTS
 from hgpart.profile import BACKWARD_FLOP_FACTOR, Profile
 
-__all__ = ["LayerTimes", "layer_times", "layer_update_seconds", "update_seconds", "UPDATE_BYTES"]
+__all__ = ["LayerTimes", "layer_times", "step_floor", "layer_update_seconds", "update_seconds", "UPDATE_BYTES"]
 
 #: bytes read and written per parameter by one update, float32: parameter, gradient and each optimizer slot are
 #: read, parameter and slots written (sgd 3 x 4, momentum 5 x 4, adam 7 x 4)
@@ -58,12 +59,13 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
     if device.profiles is not None:
         prof = _matching_profile(graph, device.profiles, batch, cores=device.profile_cores)
         if prof is not None:
-            scale = batch / prof.batch_size / 1000.0
+            floor = step_floor(prof)
+            scale = batch / prof.batch_size / 1000.0 * floor
             update = {c.name: c.update_ms / 1000.0 for c in prof.layers if c.update_ms is not None}
             return LayerTimes({c.name: c.forward_ms * scale for c in prof.layers},
                               {c.name: c.backward_ms * scale for c in prof.layers}, batch,
-                              f"measured profile of {device.kind} at batch {prof.batch_size}, scaled to {batch}",
-                              update)
+                              f"measured profile of {device.kind} at batch {prof.batch_size}, scaled to {batch}"
+                              + (f", x{floor:.3f} to its whole step" if floor > 1.0 else ""), update)
     rate = device.rate_flops
     if rate is None:
         raise MissingProfileError(f"no measured profile of {graph.name} {list(graph.input_shape)} in "
@@ -74,6 +76,23 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
     fwd = {layer.name: float(layer.flops) * batch / rate for layer in graph.layers}
     return LayerTimes(fwd, {n: BACKWARD_FLOP_FACTOR * s for n, s in fwd.items()}, batch,
                       f"FLOPs / ({rate / 1e12:.3g} TFLOP/s = peak x efficiency of {device.kind})")
+
+
+def step_floor(prof: Profile) -> float:
+    """The factor that lifts a profile's layers to its own whole training step, or 1 if they reach it already.
+
+    The profiler times each layer alone and the whole step too (``quality.step_ms``: forward, backward and an
+    SGD update, same threads, clock and statistic). Where the layers add up to less than the whole step, the
+    step pays for something no layer alone does (on VGG16, feature maps that no longer fit the cache between
+    layers), and the runtime's step cannot be faster than the profiler's own whole step of the same model on
+    the same core: every layer is scaled up by the same factor. Where they add up to more (small layers, whose
+    fixed per-op cost the whole step's graph amortises), they are kept: the runtime's step, dispatched op by op
+    on a worker, measured close to their sum (``benchmarks/results/simulator_validation/``)."""
+    q = prof.quality
+    layers = sum(c.forward_ms + c.backward_ms for c in prof.layers)
+    if q is None or not q.step_ms or layers <= 0:
+        return 1.0
+    return max(1.0, q.step_ms / layers)
 
 
 def _matching_profile(graph: LayerGraph, folder: Path, batch: int, *, cores: int | None = None) -> Profile | None:
