@@ -1,0 +1,90 @@
+"""The measured runs of a simulator validation, re-simulated with one rule of the simulator changed at a time.
+
+Run (from the repository root)::
+
+    python benchmarks/simulator_ablation.py benchmarks/results/simulator_validation/2026-11-27-epyc
+
+Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machine.json`` as
+``benchmarks/simulator_validation.py --skip-measure`` does, and prints the median and worst absolute error of:
+
+* ``this simulator``: what ``report.md`` says;
+* ``without the whole-step floor``: a profile's layers used as measured even where they add up to less than its
+  whole step (:func:`hgpart.simulate.costs.step_floor` set to 1);
+* ``model parallelism as graph``: every model-parallel run simulated as one function per step, whatever ran;
+* ``async data parallelism overlapped``: the async data-parallel workers' calls overlap
+  (``SimPipeline.STAGES``) instead of taking turns; its rows are printed one by one.
+
+Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
+
+from hgpart.simulate import costs  # noqa: E402
+
+
+def _summary(rows: list[dict[str, Any]], label: str) -> str:
+    e = [abs(r["error"]) for r in rows]
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    by = ", ".join(f"{m} {100 * statistics.median(x):.1f} / {100 * max(x):.1f} %"
+                   for m in sorted({r["model"] for r in rows})
+                   for x in [[abs(r["error"]) for r in rows if r["model"] == m]])
+    return (f"{label}: {len(rows)} rows, median {100 * statistics.median(e):.1f} %, worst {100 * max(e):.1f} % "
+            f"({worst['model']} {worst['strategy']} B={worst['batch_size']}); median / worst by model: {by}")
+
+
+def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
+    real = sv.simulate_run
+    sv.simulate_run = sim
+    try:
+        return sv.predict(out, cluster)
+    finally:
+        sv.simulate_run = real
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0])
+    cluster = out / "cluster_this-machine.json"
+    real_sim = sv.simulate_run
+    lines = [f"$ python benchmarks/simulator_ablation.py {out}"]
+    lines.append(_summary(sv.predict(out, cluster), "this simulator"))
+    real_floor = costs.step_floor
+    costs.step_floor = lambda prof: 1.0
+    try:
+        lines.append(_summary(sv.predict(out, cluster), "without the whole-step floor"))
+    finally:
+        costs.step_floor = real_floor
+    lines.append(_summary(_with(lambda run, pl, cl, k: real_sim({**run, "pipeline": ""}, pl, cl, k), out, cluster),
+                          "model parallelism as graph"))
+
+    def overlapped(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
+        from hgpart.simulate import SimOptions, SimPipeline, SimStrategy, simulate
+
+        if not run["method"].startswith("async-dp"):
+            return real_sim(run, placement, cl, k)
+        opts = SimOptions(batch_size=run["batch_size"], strategy=SimStrategy(run["method"]), devices=k,
+                          pipeline=SimPipeline.STAGES)
+        return simulate(sv._placement(placement), cl, opts, hypergraph=sv._hypergraph(placement)).images_per_s
+
+    rows = _with(overlapped, out, cluster)
+    lines.append(_summary(rows, "async data parallelism overlapped"))
+    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
+              f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)"
+              for r in rows if r["strategy"].startswith("async-dp")]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    (out / "ablation.txt").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
