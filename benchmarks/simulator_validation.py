@@ -125,8 +125,10 @@ def _kept(out: Path, model: str, recorded: str) -> str:
 
 
 def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
-    """One row per (model, strategy, batch size): the median measured images/s over the repeats beside the
-    prediction, simulated from the placement the last repeat saved (every repeat compiles with the same seed)."""
+    """One row per (model, strategy, batch size, way its steps ran): the median measured images/s over the
+    repeats beside the prediction, simulated from the placement the repeats saved (every repeat compiles
+    with the same seed). Model parallelism's repeats that ``--pipeline auto`` ran different ways (it times a
+    short step both ways) are separate rows, each simulated with its own pipeline."""
     from hgpart.cluster import load_cluster
 
     cluster = load_cluster(str(cluster_path))
@@ -141,15 +143,18 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
             if r["status"] != "ok":
                 print(f"{path.name} {r['method']}: {r['status']} ({r['reason'][:120]})", flush=True)
                 continue
-            key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"])
+            # auto may run the repeats of one strategy differently (it times a short step both ways): one row per way
+            kind = r.get("pipeline", "").split(" ")[0] or ("graph" if r.get("placement_path") else "")
+            key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"], kind)
             placement = _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
             runs.setdefault(key, []).append({**r, "placement": placement,
                                              "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})
     rows = []
-    for (model, method, batch), rs in sorted(runs.items()):
+    for (model, method, batch, kind), rs in sorted(runs.items()):
         pred = simulate_run(rs[0], rs[0]["placement"], cluster, rs[0]["k"])
         meas = statistics.median(r["images_per_s"] for r in rs)
-        rows.append({"model": model, "strategy": method, "batch_size": batch, "measured_ips": round(meas, 3),
+        rows.append({"model": model, "strategy": method, "batch_size": batch, "pipeline": kind,
+                     "measured_ips": round(meas, 3),
                      "predicted_ips": round(pred, 3), "error": round(pred / meas - 1.0, 4), "repeats": len(rs),
                      "measured_min": round(min(r["images_per_s"] for r in rs), 3),
                      "measured_max": round(max(r["images_per_s"] for r in rs), 3), "steps": rs[0]["steps"],
@@ -212,9 +217,10 @@ def report(rows: list[dict[str, Any]], out: Path, argv: list[str], cluster_path:
                              f"{100 * max(map(abs, e)):.1f} % | {100 * statistics.mean(e):+.1f} % |")
             lines.append("")
     lines += single_vs_profile(rows, load_cluster(str(cluster_path)))
-    lines += ["| model | strategy | B | measured img/s (median) | min..max | repeats | predicted img/s | error | "
-              "load |", "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['strategy']} | {r['batch_size']} | {r['measured_ips']:.1f} | "
+    lines += ["| model | strategy | B | steps as | measured img/s (median) | min..max | repeats | predicted img/s | "
+              "error | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['model']} | {r['strategy']} | {r['batch_size']} | {r['pipeline'] or '-'} | "
+              f"{r['measured_ips']:.1f} | "
               f"{r['measured_min']:.1f}..{r['measured_max']:.1f} | {r['repeats']} | {r['predicted_ips']:.1f} | "
               f"{100 * r['error']:+.1f} % | {r['load_min']}..{r['load_max']} |" for r in rows]
     text = "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +44,7 @@ from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import Evaluator, MeteredStep, Metrics
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
 from hgpart.runtime.partitioned import PlacedModel
-from hgpart.runtime.pipechoice import STAGES_MIN_STEP_S, PipelineChoice, choose_pipeline
+from hgpart.runtime.pipechoice import PipelineChoice, choose_pipeline
 from hgpart.runtime.pipeline import StepRecord, run_slots
 from hgpart.runtime.progress import EpochMetrics, FitProgress
 from hgpart.runtime.stagepipe import run_staged
@@ -53,9 +54,10 @@ from hgpart.runtime.strategy import Schedule
 
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.fileio import check_writable
+from hgpart.notes import HgpartNote
 from hgpart.placement import Placement, load_placement
 
-__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "PipelineChoice", "STAGES_MIN_STEP_S"]
+__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "PipelineChoice"]
 
 #: what a data argument may be: arrays (with y), checked data, or a ``--data`` value
 DataLike = Any
@@ -169,8 +171,9 @@ class PartitionedModel:
             pipeline: how steps run: ``stages`` (one compiled function per pipeline stage, 1F1B across stages,
                 async or sync: :mod:`hgpart.runtime.stages`; only for placements whose layers each sit on one
                 part), ``graph`` (one compiled multi-device function per step), or ``auto``
-                (``stages`` where it applies and either a step takes at least :data:`STAGES_MIN_STEP_S` or
-                they ran faster when both ways were timed: :meth:`staged_step`).
+                (``stages`` where it applies and either a step takes at least
+                :data:`~hgpart.runtime.pipechoice.STAGES_MIN_STEP_S` or they ran faster when both ways were timed:
+                :meth:`staged_step`).
 
         Raises:
             HgpartError: the placement, the model or the devices cannot be used.
@@ -295,6 +298,8 @@ class PartitionedModel:
         if self._staged is not None and self._staged[0] == (step, slots):
             return self._staged[1]
         staged, self.pipeline_choice = choose_pipeline(step, self.device_set, pipeline=self.pipeline, slots=slots)
+        if self.pipeline_choice.note:
+            warnings.warn(HgpartNote(self.pipeline_choice.note), stacklevel=2)
         self._staged = ((step, slots), staged)
         return staged
 

@@ -24,7 +24,6 @@ there, ``auto`` runs the whole-step function and says why.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +38,6 @@ from hgpart.runtime.stages import StagedStep, check_pipeline, plan_stages
 from hgpart.runtime.step import restoring
 
 from hgpart.errors import DeviceError, HgpartError
-from hgpart.notes import HgpartNote
 
 __all__ = ["PipelineChoice", "choose_pipeline", "STAGES_MIN_STEP_S", "AUTO_TIMED_STEPS"]
 
@@ -56,6 +54,8 @@ class PipelineChoice:
     kind: str  # "stages" or "graph"
     stages: int = 0
     why: str = ""
+    #: advice for the caller to show (async stages outnumbering the batches in flight), or ""
+    note: str = ""
 
     def describe(self) -> str:
         """One line for the CLI, e.g. ``stages (3): auto timed 8 steps: stages 310 images/s, graph 270 ...``."""
@@ -77,7 +77,9 @@ def inflight_note(staged: StagedStep, slots: int) -> str:
 def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: int
                     ) -> tuple[StagedStep | None, PipelineChoice]:
     """The stage pipeline of the warm ``step`` (built and warmed up), or None when steps run as one function, and
-    the choice with its reason (see the module docstring). ``slots``: async batches in flight (1 in sync mode)."""
+    the choice with its reason (see the module docstring). ``slots``: async batches in flight (1 in sync mode).
+    Nothing is printed: the choice's ``note`` is for the caller to show (``hgpart train`` warns it as a note, the
+    measured comparison keeps it in the run's notes)."""
     pipeline = check_pipeline(pipeline)
     staged = None
     stages = plan_stages(step.pm) if pipeline != "graph" else None
@@ -102,10 +104,10 @@ def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: i
                 f"auto: one step takes at least {STAGES_MIN_STEP_S} s"
         else:
             staged, why = _time_both(step, ds, stages, batch, slots)
-    if staged is not None and step.micro == 1 and slots < len(staged.stages):
-        warnings.warn(HgpartNote(inflight_note(staged, slots)), stacklevel=3)
+    note = inflight_note(staged, slots) if staged is not None and step.micro == 1 and slots < len(staged.stages) \
+        else ""
     return staged, PipelineChoice("stages" if staged is not None else "graph",
-                                  len(staged.stages) if staged is not None else 0, why)
+                                  len(staged.stages) if staged is not None else 0, why, note)
 
 
 def _build_stages(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Callable[[int], Any]) -> StagedStep:

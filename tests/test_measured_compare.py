@@ -105,11 +105,13 @@ def test_model_parallelism_runs_its_steps_as_hgpart_train_does(tmp_path) -> None
     for r in staged.runs:
         assert r.pipeline.startswith("stages (") and r.pipeline.endswith("--pipeline stages"), r.pipeline
         assert r.steps == 2 and r.images_per_s > 0 and np.isfinite(r.curve[-1].train_loss)
+        assert len(r.slot_busy) == 1 and r.slot_busy[0] > 0  # the stage pipeline's records, not K slot threads
         # traced as hgpart train --trace traces: the whole-step graph's ops, mapped to devices
         assert len(r.device_busy) == 2 and min(r.device_busy) > 0 and r.trace_note.startswith("as one function")
     graph = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods, pipeline="graph", **QUICK)
     assert graph.runs[0].status == "ok" and graph.runs[0].pipeline == "graph (one function per step): --pipeline graph"
     assert staged.pipeline == "stages" and graph.pipeline == "graph"
+    assert len(graph.runs[0].slot_busy) == 2 and min(graph.runs[0].slot_busy) > 0  # async: K slot threads
     # sync: the same seed, data order and initial weights, so both ways train the same two steps
     assert staged.runs[1].curve[1].train_loss == pytest.approx(graph.runs[1].curve[1].train_loss, rel=1e-3)
     md = {t.title: t.rows for t in measured_tables(staged)}

@@ -282,19 +282,33 @@ def test_model_times_data_parallelism_runs_each_replica_on_its_share_and_all_red
 
 
 @pytest.mark.parametrize(("step", "factor"), [(None, 1.0), (0.1, 1.0), (2.0, 2.0)])
+@pytest.mark.parametrize("measured_update", [True, False])
 def test_a_profiles_layers_are_lifted_to_its_own_whole_step_never_lowered(tmp_path: Path, step: float | None,
-                                                                          factor: float) -> None:
-    """Layers timed alone that add up to less than the profile's measured whole step are scaled up to it (the
-    step pays for something no layer alone does); layers that add up to more are kept as measured."""
+                                                                          factor: float, measured_update: bool
+                                                                          ) -> None:
+    """Layers timed alone that add up to less than the profile's measured whole step, less the step's SGD
+    update, are scaled up to it (the step pays for something no layer alone does); layers that add up to more
+    are kept as measured. The SGD update is the profile's Adam updates scaled to SGD's bytes, or the parameters
+    through the memory bandwidth where the profile has no update."""
     from hgpart.profile import LayerCost, Profile, ProfileQuality
+    from hgpart.simulate.costs import UPDATE_BYTES
 
     graph = toy_network()
-    costs = [LayerCost(layer.name, 1.0 + i, 3.0 + 2 * i, layer.flops, layer.params, 0)
+    costs = [LayerCost(layer.name, 1.0 + i, 3.0 + 2 * i, layer.flops, layer.params, 0,
+                       update_ms=(0.5 + i if layer.params else None) if measured_update else None)
              for i, layer in enumerate(graph.layers)]
-    layers_ms = sum(c.forward_ms + c.backward_ms for c in costs)  # the whole step: `step` times the layers
+    cluster = _cluster(profiles=str(tmp_path))
+    if measured_update:
+        sgd_ms = sum(c.update_ms or 0.0 for c in costs) * UPDATE_BYTES["sgd"] / UPDATE_BYTES["adam"]
+    else:
+        sgd_ms = 1000.0 * sum(layer.params for layer in graph.layers) * UPDATE_BYTES["sgd"] / \
+            cluster.device.memory_bandwidth
+    assert sgd_ms > 0
+    layers_ms = sum(c.forward_ms + c.backward_ms for c in costs)  # the whole step: `step` times the layers + SGD
     Profile(graph.name, graph.input_shape, 8, "measured", graph.fingerprint(), costs,
-            quality=ProfileQuality(step_ms=None if step is None else step * layers_ms)).save(tmp_path / "p.json")
-    times = layer_times(graph, _cluster(profiles=str(tmp_path)).device, batch=8)
-    assert times.total() == pytest.approx(factor * layers_ms / 1000.0, rel=1e-12)
-    assert times.backward["conv1"] == pytest.approx(factor * costs[1].backward_ms / 1000.0, rel=1e-12)
+            quality=ProfileQuality(step_ms=None if step is None else step * layers_ms + sgd_ms)
+            ).save(tmp_path / "p.json")
+    times = layer_times(graph, cluster.device, batch=8)
+    assert times.total() == pytest.approx(factor * layers_ms / 1000.0, rel=1e-9)
+    assert times.backward["conv1"] == pytest.approx(factor * costs[1].backward_ms / 1000.0, rel=1e-9)
     assert ("to its whole step" in times.source) == (factor > 1.0)

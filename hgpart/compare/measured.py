@@ -32,11 +32,15 @@ or runtime error) is recorded with status ``failed`` and the reason; the compari
 
 Utilisation: ``cpu_cores`` is this process's CPU time over wall time during training (2.0 = both cores busy;
 on worker processes the workers' CPU is not included); ``slot_busy`` is the share of wall time each driver slot
-(an async pipeline slot, an async-DP worker) had a step in flight; a stage pipeline counts all its batches in
-slot 0 (the sum over its batches in flight, so it may exceed 1).
+(an async pipeline slot, an async-DP worker) had a step in flight; a run through the stage pipeline has one
+entry, the time its batches were in flight summed over them and over wall time (so it may exceed 1).
+``compile_seconds`` includes, for model parallelism, ``--pipeline auto``'s timing of both ways on a short step.
+The model-parallel step is the one ``hgpart train`` runs (:class:`hgpart.runtime.evaluation.MeteredStep`: the
+loss and the batch's accuracy come back from each call).
 
 Per-device utilisation (``trace_dir`` given): after the timed run and its last evaluation (so the curves and timings
-are untouched), ``max(2, K)`` more global steps of the same step functions and driver run under TensorFlow's
+are untouched), ``max(2, K)`` more global steps of the same step functions and driver (a run through the stages:
+of its whole-step function, as ``hgpart train --trace`` traces; its ``trace_note`` says so) run under TensorFlow's
 profiler (:func:`hgpart.runtime.devtrace.capture_device_trace`, as ``train(..., trace=DIR)`` does for the
 model-parallel runtime; the data-parallel step graphs are mapped to devices by
 :func:`hgpart.runtime.dataparallel.node_devices`). ``device_busy[p]`` is the union of device p's op intervals over
@@ -376,7 +380,7 @@ def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: C
     acc, loss = c.evaluate(*s.ev)
     run.curve.append(CurvePoint(wall_s=0.0, step=0, epoch=0.0, train_loss=None, accuracy=acc, loss=loss))
     wall = cpu = 0.0
-    busy = np.zeros(len(c.fns))
+    busy = np.zeros(1 if c.staged is not None else len(c.fns))  # stage records all say slot 0
     done = 0
     orders: dict[int, np.ndarray] = {}
 
@@ -420,6 +424,8 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
         c.staged, choice = choose_pipeline(c.step, s.ds, pipeline=cmp.pipeline,
                                            slots=len(c.fns) if strategy.is_async else 1)
         run.pipeline = choice.describe()
+        if choice.note:
+            run.notes = f"{run.notes}; {choice.note}" if run.notes else choice.note
     run.compile_seconds = time.perf_counter() - t0
     run.comm_bytes_per_step, run.feed_bytes_per_step, run.bytes_source, run.notes = c.comm, c.feed, c.source, c.notes
     if s.placement_dir is not None and c.placement is not None:

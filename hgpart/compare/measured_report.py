@@ -187,7 +187,7 @@ def _run_row(r: MeasuredRun) -> dict[str, Any]:
             "bytes_source": r.bytes_source, "cpu_cores": r.cpu_cores,
             "slot_busy": ";".join(f"{b:.3f}" for b in r.slot_busy),
             "device_busy": ";".join(f"{b:.3f}" for b in r.device_busy), "trace_path": r.trace_path,
-            "trace_note": r.trace_note, "compile_seconds": r.compile_seconds}
+            "trace_note": r.trace_note, "compile_seconds": r.compile_seconds, "pipeline": r.pipeline}
 
 
 def _plots(cmp: MeasuredComparison, out: Path) -> list[str]:

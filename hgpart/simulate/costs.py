@@ -59,7 +59,7 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
     if device.profiles is not None:
         prof = _matching_profile(graph, device.profiles, batch, cores=device.profile_cores)
         if prof is not None:
-            floor = step_floor(prof)
+            floor = step_floor(prof, device.memory_bandwidth)
             scale = batch / prof.batch_size / 1000.0 * floor
             update = {c.name: c.update_ms / 1000.0 for c in prof.layers if c.update_ms is not None}
             return LayerTimes({c.name: c.forward_ms * scale for c in prof.layers},
@@ -78,21 +78,29 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
                       f"FLOPs / ({rate / 1e12:.3g} TFLOP/s = peak x efficiency of {device.kind})")
 
 
-def step_floor(prof: Profile) -> float:
+def step_floor(prof: Profile, memory_bandwidth: float) -> float:
     """The factor that lifts a profile's layers to its own whole training step, or 1 if they reach it already.
 
     The profiler times each layer alone and the whole step too (``quality.step_ms``: forward, backward and an
-    SGD update, same threads, clock and statistic). Where the layers add up to less than the whole step, the
-    step pays for something no layer alone does (on VGG16, feature maps that no longer fit the cache between
-    layers), and the runtime's step cannot be faster than the profiler's own whole step of the same model on
-    the same core: every layer is scaled up by the same factor. Where they add up to more (small layers, whose
-    fixed per-op cost the whole step's graph amortises), they are kept: the runtime's step, dispatched op by op
-    on a worker, measured close to their sum (``benchmarks/results/simulator_validation/``)."""
+    SGD update, same threads, clock and statistic). The SGD update is taken off the whole step first (the
+    profile's measured Adam updates scaled to SGD's bytes, ``UPDATE_BYTES``, or the parameters streamed through
+    ``memory_bandwidth`` bytes/s where the profile has none), since the simulator charges the optimizer update
+    on its own. Where the layers then add up to less than the rest of the step, the step pays for something no
+    layer alone does (on VGG16, feature maps that no longer fit the cache between layers), and the runtime's
+    step cannot be faster than the profiler's own whole step of the same model on the same core: every layer is
+    scaled up by the same factor. Where they add up to more (small layers, whose fixed per-op cost the whole
+    step's graph amortises), they are kept: the runtime's step, dispatched op by op on a worker, measured close
+    to their sum (``benchmarks/results/simulator_validation/``)."""
     q = prof.quality
     layers = sum(c.forward_ms + c.backward_ms for c in prof.layers)
     if q is None or not q.step_ms or layers <= 0:
         return 1.0
-    return max(1.0, q.step_ms / layers)
+    sgd = UPDATE_BYTES["sgd"]
+    if any(c.update_ms is not None for c in prof.layers):
+        update_ms = sum(c.update_ms or 0.0 for c in prof.layers) * sgd / UPDATE_BYTES["adam"]
+    else:
+        update_ms = 1000.0 * sum(c.params for c in prof.layers) * sgd / memory_bandwidth
+    return max(1.0, (q.step_ms - update_ms) / layers)
 
 
 def _matching_profile(graph: LayerGraph, folder: Path, batch: int, *, cores: int | None = None) -> Profile | None:
