@@ -24,10 +24,13 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from overlap_probe import per_call_ms  # noqa: E402 - the probe next to this one: the same timing of threads
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -35,17 +38,6 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 N = 12  # matmuls per toy step
 SIZES = (512, 1024, 2048)
 TENSORS = (1, 8, 32, 64)
-
-
-def per_call_ms(fns: list[Any], calls: int) -> float:
-    """Wall ms per call when each of ``fns`` is called ``calls`` times from its own thread, all at once."""
-    threads = [threading.Thread(target=lambda f=f: [f() for _ in range(calls)]) for f in fns]
-    t = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return 1000 * (time.perf_counter() - t) / (calls * len(fns))
 
 
 def overlap(tf: Any, d0: str, d1: str, host: str, size: int) -> dict[str, float]:

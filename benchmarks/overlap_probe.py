@@ -32,6 +32,17 @@ N = 12  # matmuls per half
 CALLS = 8  # calls per thread
 
 
+def per_call_ms(fns: list, calls: int = CALLS) -> float:
+    """Wall ms per call when each of ``fns`` is called ``calls`` times from its own thread, all at once."""
+    threads = [threading.Thread(target=lambda f=f: [f() for _ in range(calls)]) for f in fns]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return 1000 * (time.perf_counter() - t) / (calls * len(fns))
+
+
 def main() -> None:
     import tensorflow as tf
     from hgpart.runtime.cluster import open_local
@@ -40,16 +51,6 @@ def main() -> None:
         for _ in range(N):
             x = tf.tanh(tf.matmul(x, x) * 1e-3)
         return x
-
-    def per_call_ms(fns: list, calls: int = CALLS) -> float:
-        """Wall ms per call when each of ``fns`` is called ``calls`` times from its own thread, all at once."""
-        threads = [threading.Thread(target=lambda f=f: [f() for _ in range(calls)]) for f in fns]
-        t = time.perf_counter()
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        return 1000 * (time.perf_counter() - t) / (calls * len(fns))
 
     load0 = os.getloadavg()
     with open_local(2, inter_op=4, start_timeout=120) as ds:
