@@ -425,7 +425,7 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
                                            slots=len(c.fns) if strategy.is_async else 1)
         run.pipeline = choice.describe()
         if choice.note:
-            run.notes = f"{run.notes}; {choice.note}" if run.notes else choice.note
+            c.notes = f"{c.notes}; {choice.note}" if c.notes else choice.note
     run.compile_seconds = time.perf_counter() - t0
     run.comm_bytes_per_step, run.feed_bytes_per_step, run.bytes_source, run.notes = c.comm, c.feed, c.source, c.notes
     if s.placement_dir is not None and c.placement is not None:
