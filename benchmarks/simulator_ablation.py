@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
     lines = [f"$ python benchmarks/simulator_ablation.py {out}"]
     lines.append(_summary(sv.predict(out, cluster), "this simulator"))
     real_floor = costs.step_floor
-    costs.step_floor = lambda prof, bandwidth: 1.0
+    costs.step_floor = lambda prof, device: 1.0
     try:
         lines.append(_summary(sv.predict(out, cluster), "without the whole-step floor"))
     finally:

@@ -102,6 +102,14 @@ def _hypergraph(path: str) -> Any:
     return _placement(path).hypergraph()
 
 
+def ran_as(run: dict[str, Any]) -> str:
+    """How a measured model-parallel run ran its steps, ``stages`` or ``graph`` (runs recorded before compare-run
+    chose ran ``graph``); ``""`` for the other strategies."""
+    if not run.get("placement_path"):
+        return ""
+    return "stages" if run.get("pipeline", "").startswith("stages") else "graph"
+
+
 def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> float:
     """Predicted images/s of one measured run (see the module docstring, step 3)."""
     from hgpart.simulate import Mode, SimOptions, SimPipeline, SimStrategy, simulate
@@ -111,7 +119,7 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
         opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k, pipeline=SimPipeline.GRAPH)
         return simulate(_placement(placement), cluster, opts, hypergraph=_hypergraph(placement)).images_per_s
     mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
-    pipe = SimPipeline.STAGES if run.get("pipeline", "").startswith("stages") else SimPipeline.GRAPH
+    pipe = SimPipeline.STAGES if ran_as(run) == "stages" else SimPipeline.GRAPH
     opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=pipe)
     return simulate(_placement(placement), cluster, opts).images_per_s
 
@@ -144,8 +152,7 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
                 print(f"{path.name} {r['method']}: {r['status']} ({r['reason'][:120]})", flush=True)
                 continue
             # auto may run the repeats of one strategy differently (it times a short step both ways): one row per way
-            kind = r.get("pipeline", "").split(" ")[0] or ("graph" if r.get("placement_path") else "")
-            key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"], kind)
+            key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"], ran_as(r))
             placement = _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
             runs.setdefault(key, []).append({**r, "placement": placement,
                                              "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})

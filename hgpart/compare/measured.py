@@ -204,12 +204,11 @@ class _Compiled:
     placement: Any = None  # model parallelism: the hgpart.placement.Placement trained
     #: model parallelism: the stage pipeline the steps run through (None: the slot functions ``fns``)
     staged: Any = None
-    micro: int = 1  # micro-batches per step (sync model parallelism)
 
     def train(self, xs: np.ndarray, ys: np.ndarray,
               on_step: Callable[[StepRecord], None] | None = None) -> list[StepRecord]:
         """Train on the stacked tasks ``xs[i], ys[i]``: through the stage pipeline (``len(fns)`` batches in
-        flight) when one was chosen, else on one thread per slot function."""
+        flight, the step's micro-batches) when one was chosen, else on one thread per slot function."""
         from hgpart.runtime.dataparallel import run_slots
         from hgpart.runtime.pipeline import stacked_tasks
         from hgpart.runtime.stagepipe import run_staged
@@ -217,7 +216,7 @@ class _Compiled:
         if self.staged is None:
             return run_slots(self.fns, xs, ys, on_step=on_step)
         return run_staged(self.staged, len(xs), stacked_tasks(xs, ys), images_per_task=self.task_batch,
-                          window=len(self.fns), micro=self.micro, on_step=on_step)
+                          window=len(self.fns), micro=self.step.micro, on_step=on_step)
 
 
 def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: int, *, seed: int, profile: Any,
@@ -264,7 +263,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
              f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
              + ("; K batches in flight" if strategy.is_async else "; K micro-batches per step"))
     return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step,
-                     warm_up=step.warm_up, placement=pl, micro=step.micro)
+                     warm_up=step.warm_up, placement=pl)
 
 
 def machine_info() -> dict[str, Any]:
@@ -421,8 +420,7 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
     if c.step is not None:  # model parallelism runs as hgpart train runs it: stages or one function per step
         from hgpart.runtime.pipechoice import choose_pipeline
 
-        c.staged, choice = choose_pipeline(c.step, s.ds, pipeline=cmp.pipeline,
-                                           slots=len(c.fns) if strategy.is_async else 1)
+        c.staged, choice = choose_pipeline(c.step, s.ds, pipeline=cmp.pipeline, slots=len(c.fns))  # sync: 1
         run.pipeline = choice.describe()
         if choice.note:
             c.notes = f"{c.notes}; {choice.note}" if c.notes else choice.note

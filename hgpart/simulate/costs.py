@@ -59,7 +59,7 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
     if device.profiles is not None:
         prof = _matching_profile(graph, device.profiles, batch, cores=device.profile_cores)
         if prof is not None:
-            floor = step_floor(prof, device.memory_bandwidth)
+            floor = step_floor(prof, device)
             scale = batch / prof.batch_size / 1000.0 * floor
             update = {c.name: c.update_ms / 1000.0 for c in prof.layers if c.update_ms is not None}
             return LayerTimes({c.name: c.forward_ms * scale for c in prof.layers},
@@ -78,13 +78,13 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
                       f"FLOPs / ({rate / 1e12:.3g} TFLOP/s = peak x efficiency of {device.kind})")
 
 
-def step_floor(prof: Profile, memory_bandwidth: float) -> float:
+def step_floor(prof: Profile, device: DeviceSpec) -> float:
     """The factor that lifts a profile's layers to its own whole training step, or 1 if they reach it already.
 
     The profiler times each layer alone and the whole step too (``quality.step_ms``: forward, backward and an
     SGD update, same threads, clock and statistic). The SGD update is taken off the whole step first (the
-    profile's measured Adam updates scaled to SGD's bytes, ``UPDATE_BYTES``, or the parameters streamed through
-    ``memory_bandwidth`` bytes/s where the profile has none), since the simulator charges the optimizer update
+    profile's measured Adam updates scaled to SGD's bytes, ``UPDATE_BYTES``, or :func:`update_seconds` on
+    ``device`` where the profile has none), since the simulator charges the optimizer update
     on its own. Where the layers then add up to less than the rest of the step, the step pays for something no
     layer alone does (on VGG16, feature maps that no longer fit the cache between layers), and the runtime's
     step cannot be faster than the profiler's own whole step of the same model on the same core: every layer is
@@ -99,7 +99,7 @@ def step_floor(prof: Profile, memory_bandwidth: float) -> float:
     if any(c.update_ms is not None for c in prof.layers):
         update_ms = sum(c.update_ms or 0.0 for c in prof.layers) * sgd / UPDATE_BYTES["adam"]
     else:
-        update_ms = 1000.0 * sum(c.params for c in prof.layers) * sgd / memory_bandwidth
+        update_ms = 1000.0 * update_seconds(sum(c.params for c in prof.layers), device, "sgd")
     return max(1.0, (q.step_ms - update_ms) / layers)
 
 
