@@ -181,7 +181,8 @@ def child(args: argparse.Namespace) -> None:
                 client: list[float] = []
                 res = None
                 l0 = load()
-                inflight = args.sync_micro if mode == "sync" else args.inflight
+                asked = args.baseline_inflight if k == 1 else args.inflight
+                inflight = args.sync_micro if mode == "sync" else (asked or None)  # None: the runtime's default
                 pipeline = mode.split("-")[1] if "-" in mode else "auto"
                 for _ in range(args.repeats):
                     res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps,
@@ -189,13 +190,13 @@ def child(args: argparse.Namespace) -> None:
                                 pipeline=pipeline)
                     ips.append(res.images_per_s)
                     steady.append(steady_ips([r.end_s for r in res.rows], args.batch_size,
-                                             inflight if mode.startswith("async") else 1))
+                                             res.inflight if mode.startswith("async") else 1))
                     client.append(res.client_cpu_seconds / res.seconds)
                 assert res is not None
                 t = res.traffic.check(res.predicted_fwd_bytes) if res.traffic is not None else {}
                 row = {"model": job["model"], "placement": job["name"] + (PINNED if args.pin_client else ""),
                        "k": k, "mode": mode, "ips": ips, "steady": steady,
-                       "inflight": inflight, "profile": job.get("profile", ""),
+                       "inflight": res.inflight, "pipeline": res.pipeline, "profile": job.get("profile", ""),
                        "median": statistics.median(ips), "workers": info,
                        "measured_bytes": t.get("model"),
                        "predicted_bytes": (t["predicted_forward"] + t["predicted_backward"]) if t else None,
@@ -219,6 +220,7 @@ def run_child(k: int, jobs: Any, args: argparse.Namespace, *, pin_client: bool =
            *(["--pin-client"] if pin_client else []),
            "--repeats", str(args.repeats), "--batch-size", str(args.batch_size),
            "--baseline-cores", str(args.baseline_cores), "--modes", args.modes, "--inflight", str(args.inflight),
+           "--baseline-inflight", str(args.baseline_inflight),
            "--sync-micro", str(args.sync_micro)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     t0 = time.perf_counter()
@@ -344,7 +346,10 @@ def main() -> None:
                     help="async and sync (pipeline auto: stages where they apply and a step is long enough), "
                          "async-graph (one function per step), async-stages and sync-stages (stages whatever the "
                          "step's length)")
-    ap.add_argument("--inflight", type=int, default=2, help="batches in flight in async modes")
+    ap.add_argument("--inflight", type=int, default=2, help="batches in flight in async modes (0: the runtime's "
+                    "default, one per stage through stages, else K)")
+    ap.add_argument("--baseline-inflight", type=int, default=2,
+                    help="batches in flight of the K=1 baseline in async modes (0: the runtime's default, 1)")
     ap.add_argument("--sync-micro", type=int, default=2, help="micro-batches per step in sync mode")
     ap.add_argument("--profiles", default="profiles",
                     help="folder of one-core profiles (<model>_<input>_b<B>_c1.json); '' = FLOP counts")

@@ -120,7 +120,9 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
         return simulate(_placement(placement), cluster, opts, hypergraph=_hypergraph(placement)).images_per_s
     mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
     pipe = SimPipeline.STAGES if ran_as(run) == "stages" else SimPipeline.GRAPH
-    opts = SimOptions(batch_size=B, mode=mode, inflight=k, pipeline=pipe)
+    # async: the batches in flight the run recorded (runs before it was recorded ran K); sync: K micro-batches
+    n = (run.get("inflight") or k) if mode is Mode.ASYNC else k
+    opts = SimOptions(batch_size=B, mode=mode, inflight=n, pipeline=pipe)
     return simulate(_placement(placement), cluster, opts).images_per_s
 
 

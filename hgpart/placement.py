@@ -57,6 +57,7 @@ __all__ = [
     "encode_parts",
     "decode_parts",
     "default_placement_path",
+    "pipeline_runs",
     "schema",
 ]
 
@@ -237,6 +238,19 @@ class Placement:
                 owner[layer.name] = owner[layer.inputs[0]]
         return owner
 
+    def loss_part(self) -> int:
+        """The part that computes the loss: the one owning most of the output layer's channels (lowest on ties)."""
+        owner = self.channel_parts()[self.graph.output_layer.name]
+        return int(np.argmax(np.bincount(owner, minlength=self.k)))
+
+    def pipeline_stages(self) -> int:
+        """How many pipeline stages the runtime cuts this placement into (:func:`pipeline_runs`), whether or not
+        its layers can run piecewise; the simulator's default of async batches in flight, one per stage."""
+        owner = self.channel_parts()
+        layers = [(layer.name, np.unique(owner[layer.name]).tolist()) for layer in self.graph.layers
+                  if layer.definition.role is not Role.INPUT]
+        return len(pipeline_runs(layers, self.loss_part()))
+
     # ------------------------------------------------------------- validation
     def validate(self) -> None:
         """Lengths and ranges of every part array; grain and K consistent."""
@@ -396,6 +410,27 @@ class Placement:
         except HgpartError as exc:
             raise HgpartError(exc.what, where=where, fix=exc.fix) from None
         return pl
+
+
+def pipeline_runs(layers: list[tuple[str, list[int]]], loss_part: int) -> list[tuple[int, list[str]]]:
+    """The pipeline stages of placed layers: ``(part, layer names)`` runs, in order.
+
+    ``layers``: every layer after the input, in topological order, with the parts holding a piece of it. A
+    stage is a maximal run of consecutive pieces on one part; a layer split over parts continues on the current
+    part first, then starts a stage on each other part. A last stage on the loss part computes the loss when the
+    runs end elsewhere. One rule for the runtime (:func:`hgpart.runtime.stages.plan_stages`) and the simulator
+    (:meth:`Placement.pipeline_stages`).
+    """
+    runs: list[tuple[int, list[str]]] = []
+    for name, parts in layers:
+        cur = runs[-1][0] if runs else None
+        for p in sorted(parts, key=lambda q: (q != cur, q)):
+            if not runs or runs[-1][0] != p:
+                runs.append((p, []))
+            runs[-1][1].append(name)
+    if not runs or runs[-1][0] != loss_part:
+        runs.append((loss_part, []))
+    return runs
 
 
 def load_placement(path: str | Path) -> Placement:

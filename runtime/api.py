@@ -128,6 +128,15 @@ class _FitPlan:
     segments: list[Segment]
     epochs: int
     verbose: int
+    #: whether ``inflight`` was asked for (else async runs the pipeline's default: one batch per stage or K)
+    inflight_given: bool = False
+
+    @property
+    def window(self) -> int | None:
+        """The batches in flight to ask the pipeline for: async the given number or None (its default); sync 1."""
+        if self.schedule is Schedule.SYNC:
+            return 1
+        return self.inflight if self.inflight_given else None
 
 
 class PartitionedModel:
@@ -143,11 +152,12 @@ class PartitionedModel:
         self.optimizer = optimizer
         self.seed = int(seed)
         self.inflight = int(inflight or placement.k)
+        self._inflight_given = inflight is not None
         self._owns_devices = owns_devices
         self._step: MeteredStep | None = None
         self._evaluator: Evaluator | None = None
         self.pipeline = check_pipeline(pipeline)
-        self._staged: tuple[tuple[MeteredStep, int], StagedStep | None] | None = None
+        self._staged: tuple[tuple[MeteredStep, int | None], StagedStep | None] | None = None
         #: how the last step given to :meth:`staged_step` runs (None before the first)
         self.pipeline_choice: PipelineChoice | None = None
 
@@ -165,7 +175,8 @@ class PartitionedModel:
             device_set: devices already open (the caller closes them); None opens ``devices``.
             optimizer: ``adam`` or ``momentum``; ``lr`` its learning rate.
             seed: the seed of the rebuilt model's weights and of the data order.
-            inflight: batches in flight (async) or micro-batches (sync); None = K.
+            inflight: batches in flight (async) or micro-batches (sync); None: K micro-batches, and async one batch
+                per stage when steps run as stages, else K (:func:`~hgpart.runtime.pipechoice.default_inflight`).
             init_weights: a ``.keras`` or ``.weights.h5`` file of the same model whose weights replace the
                 starting ones (checked before the devices open).
             pipeline: how steps run: ``stages`` (one compiled function per pipeline stage, 1F1B across stages,
@@ -272,7 +283,8 @@ class PartitionedModel:
                               where="fit", fix="pass epochs >= 1, steps >= 1 and initial_step >= 0")
         total = int(steps if steps is not None else epochs * spe)
         segments = plan_segments(total_steps=total, steps_per_epoch=spe, start_step=initial_step)
-        return _FitPlan(B, schedule, k_in, segments, max(1, math.ceil(total / spe)), verbose)
+        return _FitPlan(B, schedule, k_in, segments, max(1, math.ceil(total / spe)), verbose,
+                        inflight is not None or self._inflight_given)
 
     def train_step(self, batch_size: int, mode: str | Schedule = "async", inflight: int | None = None) -> MeteredStep:
         """The compiled training step for this batch size and mode (made once, warmed up, optimizer kept)."""
@@ -293,8 +305,10 @@ class PartitionedModel:
     def staged_step(self, step: MeteredStep, window: int | None = None) -> StagedStep | None:
         """The stage pipeline of ``step`` (made once per step and window, warmed up), or None when steps run as
         one function: :func:`hgpart.runtime.pipechoice.choose_pipeline` with this model's ``pipeline``, its
-        choice kept in :attr:`pipeline_choice`."""
-        slots = 1 if step.micro > 1 else max(1, window or self.inflight)
+        choice kept in :attr:`pipeline_choice` (whose ``inflight`` is the batches in flight to run with).
+        ``window``: async batches in flight; None: the model's ``inflight`` if one was given, else the default of
+        the way chosen."""
+        slots = 1 if step.micro > 1 else (window or (self.inflight if self._inflight_given else None))
         if self._staged is not None and self._staged[0] == (step, slots):
             return self._staged[1]
         staged, self.pipeline_choice = choose_pipeline(step, self.device_set, pipeline=self.pipeline, slots=slots)
@@ -314,6 +328,10 @@ class PartitionedModel:
             plan = self._resumed(plan, guarded(self.device_set, keeper.restore))
         hist = History(params={"epochs": plan.epochs, "batch_size": plan.batch_size, "mode": plan.schedule.value,
                                "inflight": plan.inflight, "steps": sum(s.steps for s in plan.segments)})
+        if plan.schedule is Schedule.ASYNC and plan.segments:  # the pipeline's default may differ from K
+            self.staged_step(step, plan.window)
+            assert self.pipeline_choice is not None
+            hist.params["inflight"] = self.pipeline_choice.inflight
         bar = None
         if plan.verbose and plan.segments:  # a resumed run's bar starts at the checkpoint's step
             first, last = plan.segments[0], plan.segments[-1]
@@ -513,8 +531,9 @@ class _EpochLoop:
         self.segment = seg
         self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
                                    steps=seg.steps, host=ds.host)
-        slots = plan.inflight if plan.schedule is Schedule.ASYNC else 1
-        staged = self.pm.staged_step(self.step, slots)
+        staged = self.pm.staged_step(self.step, plan.window)
+        assert self.pm.pipeline_choice is not None
+        slots = self.pm.pipeline_choice.inflight
         micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
         fix = "check the devices (a worker may have died) and the placement"
         t0, c0 = time.perf_counter(), time.process_time()

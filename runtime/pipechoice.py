@@ -3,9 +3,10 @@
 Usage::
 
     step = MeteredStep(placed, opt, batch_size=32)        # warmed up
-    staged, choice = choose_pipeline(step, device_set, pipeline="auto", slots=2)
-    choice.describe()   # "stages (2): auto: one step takes at least 0.25 s"
-    # staged is None: run the step with run_slots; else with stagepipe.run_staged(staged, ...)
+    staged, choice = choose_pipeline(step, device_set, pipeline="auto", slots=None)
+    choice.describe()   # "stages (2), 2 batches in flight: auto: one step takes at least 0.25 s"
+    # staged is None: run the step with run_slots on choice.inflight threads;
+    # else with stagepipe.run_staged(staged, ..., window=choice.inflight)
 
 ``hgpart train`` (:meth:`hgpart.runtime.api.PartitionedModel.staged_step`) and the measured comparison
 (``hgpart compare-run``) both choose here, so the comparison measures model parallelism the way training runs it.
@@ -14,11 +15,17 @@ Usage::
 for placements whose layers each sit on one part), ``graph`` (one multi-device function per step), or ``auto``.
 ``auto`` times one warm step of the whole-step function. A step of at least :data:`STAGES_MIN_STEP_S` runs as
 stages (their per-call cost is small against it). A shorter one is timed both ways, each over
-:data:`AUTO_TIMED_STEPS` steps (at least three windows) with ``slots`` batches in flight (async; sync: the step's
-micro-batches), on the steps after the first window (the pipeline's fill is a one-off cost of a run), and runs the
-way that was faster: per-stage calls cost the client a few hundred microseconds each, so which way wins on a short
-step depends on the placement and the mode. No timing step's update is kept. If the stages fail to build or run
-there, ``auto`` runs the whole-step function and says why.
+:data:`AUTO_TIMED_STEPS` steps (at least three windows) with its batches in flight (async, see below; sync: the
+step's micro-batches), on the steps after the first window (the pipeline's fill is a one-off cost of a run), and
+runs the way that was faster: per-stage calls cost the client a few hundred microseconds each, so which way wins
+on a short step depends on the placement and the mode. No timing step's update is kept. If the stages fail to
+build or run there, ``auto`` runs the whole-step function and says why.
+
+Batches in flight (async): ``slots``, or by default (``slots=None``) one per stage when steps run as stages
+(PipeDream's rule: a batch holds its place in the window from its first stage's forward to its first stage's
+backward, so with fewer batches than stages some stage always waits) and K when they run as one function per
+step. Which default applies is known only once the pipeline is chosen, so the choice carries it
+(:attr:`PipelineChoice.inflight`); ``auto`` times each way with its own default.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from hgpart.runtime.step import restoring
 
 from hgpart.errors import DeviceError, HgpartError
 
-__all__ = ["PipelineChoice", "choose_pipeline", "STAGES_MIN_STEP_S", "AUTO_TIMED_STEPS"]
+__all__ = ["PipelineChoice", "choose_pipeline", "default_inflight", "STAGES_MIN_STEP_S", "AUTO_TIMED_STEPS"]
 
 #: ``pipeline="auto"`` runs steps as stages when one whole-step call takes at least this long (seconds)
 STAGES_MIN_STEP_S = 0.25
@@ -56,10 +63,14 @@ class PipelineChoice:
     why: str = ""
     #: advice for the caller to show (async stages outnumbering the batches in flight), or ""
     note: str = ""
+    #: async batches in flight the steps run with (the window of the stages, or the whole-step threads); 1 in sync
+    inflight: int = 1
 
     def describe(self) -> str:
-        """One line for the CLI, e.g. ``stages (3): auto timed 8 steps: stages 310 images/s, graph 270 ...``."""
+        """One line for the CLI, e.g. ``stages (3), 3 batches in flight: auto: one step takes at least 0.25 s``."""
         head = f"stages ({self.stages})" if self.kind == "stages" else "graph (one function per step)"
+        if self.inflight > 1:
+            head += f", {self.inflight} batches in flight"
         return f"{head}: {self.why}" if self.why else head
 
 
@@ -74,10 +85,16 @@ def inflight_note(staged: StagedStep, slots: int) -> str:
             f"at the cost of staler weights")
 
 
-def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: int
+def default_inflight(k: int, stages: int | None) -> int:
+    """Async batches in flight when none are asked for: one per stage for a stage pipeline, else K."""
+    return stages if stages else k
+
+
+def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: int | None
                     ) -> tuple[StagedStep | None, PipelineChoice]:
     """The stage pipeline of the warm ``step`` (built and warmed up), or None when steps run as one function, and
-    the choice with its reason (see the module docstring). ``slots``: async batches in flight (1 in sync mode).
+    the choice with its reason (see the module docstring). ``slots``: async batches in flight (1 in sync mode;
+    None: the default of the way chosen, :func:`default_inflight`).
     Nothing is printed: the choice's ``note`` is for the caller to show (``hgpart train`` warns it as a note, the
     measured comparison keeps it in the run's notes)."""
     pipeline = check_pipeline(pipeline)
@@ -104,10 +121,10 @@ def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: i
                 f"auto: one step takes at least {STAGES_MIN_STEP_S} s"
         else:
             staged, why = _time_both(step, ds, stages, batch, slots)
-    note = inflight_note(staged, slots) if staged is not None and step.micro == 1 and slots < len(staged.stages) \
-        else ""
-    return staged, PipelineChoice("stages" if staged is not None else "graph",
-                                  len(staged.stages) if staged is not None else 0, why, note)
+    n = len(staged.stages) if staged is not None else 0
+    inflight = 1 if step.micro > 1 else slots or default_inflight(step.pm.k, n)
+    note = inflight_note(staged, inflight) if staged is not None and step.micro == 1 and inflight < n else ""
+    return staged, PipelineChoice("stages" if staged is not None else "graph", n, why, note, inflight)
 
 
 def _build_stages(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Callable[[int], Any]) -> StagedStep:
@@ -119,17 +136,21 @@ def _build_stages(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Ca
 
 
 def _time_both(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Callable[[int], Any],
-               slots: int) -> tuple[StagedStep | None, str]:
-    """``auto`` on a short step: the stages if they ran faster than the whole-step function, and why."""
+               slots: int | None) -> tuple[StagedStep | None, str]:
+    """``auto`` on a short step: the stages if they ran faster than the whole-step function, and why. Each way
+    runs ``slots`` batches in flight, or its own default."""
     B = step.batch_size
-    n = max(AUTO_TIMED_STEPS, 3 * slots)
+    one = 1 if step.micro > 1 else 0
+    g_slots = one or slots or default_inflight(step.pm.k, None)
+    s_slots = one or slots or default_inflight(step.pm.k, len(stages))
+    n = max(AUTO_TIMED_STEPS, 3 * max(g_slots, s_slots))
     fix = "run with --pipeline graph"
     try:
         staged = _build_stages(step, ds, stages, batch)
         with restoring(step.state):
-            graph = guarded(ds, run_slots, [lambda i: step.run(*batch(i))[0]] * slots, n, lambda i: (i,),
+            graph = guarded(ds, run_slots, [lambda i: step.run(*batch(i))[0]] * g_slots, n, lambda i: (i,),
                             images_per_task=B, fix=fix)
-            staged_recs = guarded(ds, run_staged, staged, n, batch, images_per_task=B, window=slots,
+            staged_recs = guarded(ds, run_staged, staged, n, batch, images_per_task=B, window=s_slots,
                                   micro=step.micro, fix=fix)
     except Exception as exc:  # noqa: BLE001 - a failure of the stage path: the whole-step function runs
         if isinstance(exc, HgpartError) and not isinstance(exc, DeviceError):
@@ -137,7 +158,9 @@ def _time_both(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Calla
         check(ds)  # a worker that died is reported as such, not taken for a failure of the stages
         cause = exc.cause if isinstance(exc, DeviceError) and exc.cause else type(exc).__name__
         return None, f"auto: the stages failed ({cause}), one function per step runs"
-    t_graph, t_stages = (steady_rate([r.end_s for r in rs], slots) for rs in (graph, staged_recs))
+    t_graph = steady_rate([r.end_s for r in graph], g_slots)
+    t_stages = steady_rate([r.end_s for r in staged_recs], s_slots)
+    warm = f"{g_slots}" if g_slots == s_slots else f"{s_slots} and {g_slots}"
     why = (f"auto timed {n} steps: stages {t_stages * B:.0f} images/s, graph {t_graph * B:.0f} images/s "
-           f"after the first {slots}")
+           f"after the first {warm}")
     return (staged if t_stages > t_graph else None), why

@@ -34,6 +34,7 @@ from hgpart.runtime.step import TrainStep, apply_update
 
 from hgpart.errors import BadOptionError
 from hgpart.kinds import Role, tfops
+from hgpart.placement import pipeline_runs
 
 __all__ = ["PIPELINES", "Piece", "Stage", "StagedStep", "check_pipeline", "plan_stages"]
 
@@ -92,26 +93,17 @@ def plan_stages(pm: PlacedModel) -> list[Stage] | None:
     normalisation), or when a stage would read a piece made by a later stage."""
     graph = pm.graph
     input_name = next(ly.name for ly in graph.layers if ly.definition.role is Role.INPUT)
-    runs: list[tuple[int, list[str]]] = []
+    placed = [layer for layer in graph.layers if layer.definition.role is not Role.INPUT]
+    if not all(_pieceable(pm, layer) for layer in placed):
+        return None
+    runs = pipeline_runs([(layer.name, list(pm.layout[layer.name])) for layer in placed], pm.loss_part)
     where: dict[Piece, int] = {(input_name, -1): -1}
-    deps: dict[Piece, list[Piece]] = {}
-    for layer in graph.layers:
-        if layer.definition.role is Role.INPUT:
-            continue
-        if not _pieceable(pm, layer):
-            return None
-        cur = runs[-1][0] if runs else None
-        for p in sorted(pm.layout[layer.name], key=lambda q: (q != cur, q)):
-            if not runs or runs[-1][0] != p:
-                runs.append((p, []))
-            runs[-1][1].append(layer.name)
-            where[(layer.name, p)] = len(runs) - 1
-            deps[(layer.name, p)] = _deps(pm, layer, p, input_name)
+    for s, (p, names) in enumerate(runs):
+        where.update({(name, p): s for name in names})
+    by_name = {layer.name: layer for layer in placed}
+    deps = {piece: _deps(pm, by_name[piece[0]], piece[1], input_name) for piece in where if piece[1] >= 0}
     out = graph.output_layer.name
-    loss_part = pm.loss_part
     out_pieces = [(out, q) for q in sorted(pm.layout[out])]
-    if runs[-1][0] != loss_part:
-        runs.append((loss_part, []))
     last = len(runs) - 1
     readers: dict[Piece, set[int]] = {}
     ins: list[dict[Piece, None]] = [{} for _ in runs]

@@ -13,7 +13,8 @@ log (one row per step; the last step of each epoch carries its validation loss a
 
 Modes (thesis section 4.2):
 
-* ``async`` - a threaded pipeline with ``inflight`` batches in flight (default K). Each worker thread takes the next
+* ``async`` - a threaded pipeline with ``inflight`` batches in flight (default: one per stage when steps run as
+  pipeline stages, else K). Each worker thread takes the next
   batch as soon as it is free and runs a whole training step (forward, collocated backward, per-device update) on
   it; TensorFlow interleaves the steps' ops on the devices, so while part 1 runs batch i's forward, part 0 can run
   batch i+1's. Staleness: every variable is read when its forward op runs and updated when the batch's backward
@@ -93,6 +94,9 @@ class TrainResult:
     client_cpu_seconds: float = 0.0
     #: how the steps ran: through the stages or as one function per step, and why (PipelineChoice.describe)
     pipeline: str = ""
+    #: async batches in flight or sync micro-batches the steps ran with (async: the pipeline's default if none was
+    #: asked for)
+    inflight: int = 0
 
     def loss_ends(self, window: int = 5) -> tuple[int, float, float]:
         """(n, mean loss of the first n steps to finish, of the last n): n = ``window``, fewer on short runs.
@@ -194,6 +198,7 @@ class RunSettings:
     steps: int | None
     epochs: float
     mode: Schedule
+    #: async batches in flight or sync micro-batches (K when not given)
     inflight: int
     data: DataSpec
     seed: int = 0
@@ -208,6 +213,13 @@ class RunSettings:
     val_data: DataSpec | None = None
     #: where to save the trained model (.keras)
     save: Path | None = None
+    #: whether ``inflight`` was asked for; else async runs the pipeline's default (one batch per stage, or K)
+    inflight_given: bool = False
+
+    @property
+    def asked_inflight(self) -> int | None:
+        """``inflight`` as asked for: None lets the runtime pick its default."""
+        return self.inflight if self.inflight_given else None
 
 
 def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, epochs: float | None,
@@ -254,7 +266,7 @@ def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, 
                        inflight=k_inflight, data=spec, seed=seed, trace=Path(trace) if trace else None,
                        log=Path(log) if log else None, progress=progress, devices=devices, val_split=float(val_split),
                        val_data=DataSpec.parse(val_data, where="--val-data") if val_data is not None else None,
-                       save=Path(save) if save else None)
+                       save=Path(save) if save else None, inflight_given=inflight is not None)
 
 
 def train(
@@ -305,7 +317,7 @@ def train(
     try:
         train_data, val = _load(pl, run, ds.host)
         with PartitionedModel.from_placement(pl, keras_model, device_set=ds, optimizer=run.opt.name, lr=run.opt.lr,
-                                             seed=run.seed, inflight=run.inflight,
+                                             seed=run.seed, inflight=run.asked_inflight,
                                              init_weights=run.init_weights, pipeline=pipeline) as pm:
             return _train_on(pm, run, train_data, val, ckpt)
     finally:
@@ -339,8 +351,9 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
             "optimizer": run.opt.name, "lr": run.opt.lr, "traffic_bytes": traffic.to_dict(),
             "data": str(run.data.path or run.data.kind.value), "val_split": run.val_split}
     dtrace = _capture_trace(pm, step, data, run, meta) if run.trace is not None else None
-    hist = pm.fit(data, steps=steps, batch_size=B, validation_data=val, mode=run.mode, inflight=run.inflight,
+    hist = pm.fit(data, steps=steps, batch_size=B, validation_data=val, mode=run.mode, inflight=run.asked_inflight,
                   verbose=1 if run.progress else 0, checkpoint=ckpt)
+    meta["inflight"] = hist.params.get("inflight", run.inflight)  # async: the pipeline's default may not be K
     rows = [r.record for r in hist.rows]
     trace_files: list[str] = []
     if dtrace is not None and run.trace is not None:
@@ -355,7 +368,8 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
                        device_busy=dtrace.busy if dtrace is not None else [], trace_files=trace_files,
                        compute=pm.placed.compute_overhead(), history=hist.history, saved=saved,
                        client_cpu_seconds=hist.client_cpu_seconds,
-                       pipeline=pm.pipeline_choice.describe() if pm.pipeline_choice is not None else "")
+                       pipeline=pm.pipeline_choice.describe() if pm.pipeline_choice is not None else "",
+                       inflight=int(meta["inflight"]))
 
 
 def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings, meta: dict[str, Any]) -> Any:

@@ -109,8 +109,12 @@ def test_model_parallelism_runs_its_steps_as_hgpart_train_does(tmp_path) -> None
         # traced as hgpart train --trace traces: the whole-step graph's ops, mapped to devices
         assert len(r.device_busy) == 2 and min(r.device_busy) > 0 and r.trace_note.startswith("as one function")
     graph = run_measured("minivgg", device_set=ds, batch_sizes=[8], methods=methods, pipeline="graph", **QUICK)
-    assert graph.runs[0].status == "ok" and graph.runs[0].pipeline == "graph (one function per step): --pipeline graph"
+    assert graph.runs[0].status == "ok" and graph.runs[0].pipeline == \
+        "graph (one function per step), 2 batches in flight: --pipeline graph"
     assert staged.pipeline == "stages" and graph.pipeline == "graph"
+    # async: the runtime's default in flight (one per stage: the layer-wise placement has two; K for the graph);
+    # sync: one mini-batch of K micro-batches at a time
+    assert [r.inflight for r in staged.runs] == [2, 1] and [r.inflight for r in graph.runs] == [2, 1]
     assert len(graph.runs[0].slot_busy) == 2 and min(graph.runs[0].slot_busy) > 0  # async: K slot threads
     # sync: the same seed, data order and initial weights, so both ways train the same two steps
     assert staged.runs[1].curve[1].train_loss == pytest.approx(graph.runs[1].curve[1].train_loss, rel=1e-3)

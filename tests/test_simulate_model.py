@@ -82,6 +82,22 @@ def test_more_batches_in_flight_never_slow_the_pipeline_and_memory_grows() -> No
     assert two.memory[0].activations > one.memory[0].activations
 
 
+def test_async_model_parallelism_defaults_to_one_batch_per_stage_as_the_runtime() -> None:
+    """No --inflight: async stages keep one batch per pipeline stage in flight (the runtime's default, and its
+    activations in memory), the graph pipeline one, sync K micro-batches."""
+    pl = _placement(k=2)
+    stages = pl.pipeline_stages()
+    assert stages > 2  # random parts: split layers make many stages
+    cluster = _cluster()
+    default = simulate(pl, cluster, SimOptions(batch_size=8))
+    assert default.inflight == stages
+    assert default.step_s == simulate(pl, cluster, SimOptions(batch_size=8, inflight=stages)).step_s
+    assert [m.total for m in default.memory] == pytest.approx(
+        [p.total for p in placement_memory(pl, batch_size=8, inflight=stages)])
+    assert simulate(pl, cluster, SimOptions(batch_size=8, pipeline=SimPipeline.GRAPH)).inflight == 1
+    assert simulate(pl, cluster, SimOptions(batch_size=8, mode=Mode.SYNC)).inflight == 2
+
+
 def test_the_graph_pipeline_runs_one_batch_at_a_time_whatever_is_queued() -> None:
     pl = _placement(k=2)
     cluster = _cluster()

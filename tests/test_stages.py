@@ -222,7 +222,7 @@ def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pyte
         assert len(losses) == 2
         counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
         assert counters == [2.0] * len(counters)
-    assert pm.pipeline_choice.describe().startswith("stages (2): auto timed 8 steps: stages ")
+    assert pm.pipeline_choice.describe().startswith("stages (2), 2 batches in flight: auto timed 8 steps: stages ")
     _, _, pm = _fit(pl, "graph", 2, 2)
     assert pm.pipeline_choice is not None and pm.pipeline_choice.describe().endswith("--pipeline graph")
 
@@ -280,3 +280,58 @@ def test_fewer_batches_in_flight_than_stages_is_a_note(inflight: int) -> None:
         assert "--inflight 2" in notes[0]
     else:
         assert notes == []
+
+
+def _three_stages(model: str = "minivgg") -> Placement:
+    """The first and last thirds of the layers on part 0, the middle third on part 1: three stages on two parts."""
+    graph = load_graph(model, (16, 16, 3), 10)
+    work = analytic_profile(graph, B).work()
+    hg = build_hypergraph(graph, work, batch_size=B, grain="coarse")
+    order = {layer.name: i for i, layer in enumerate(graph.layers)}
+    parts = np.zeros(hg.num_vertices, dtype=np.int64)
+    n = len(graph.layers)
+    for b in hg.blocks:
+        parts[b.start:b.stop] = 1 if n // 3 <= order[b.layer] < 2 * n // 3 else 0
+    return Placement.from_vertex_parts(graph, hg, parts, k=2, method="manual", work=work)
+
+
+@pytest.mark.parametrize("model", ["minivgg", "minires"])
+def test_the_placement_counts_the_stages_the_runtime_cuts(model: str) -> None:
+    """The simulator's stage count (from the placement file alone) is the runtime's, on layer-wise, three-stage and
+    random placements (whose split layers each start a stage on the other part)."""
+    for pl in (_placement(model), _three_stages(model), _random(model, "coarse")):
+        pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0)
+        stages = plan_stages(pm.placed)
+        assert stages is not None and pl.pipeline_stages() == len(stages)
+    assert _three_stages("minivgg").pipeline_stages() == 3  # a chain: three runs of layers
+
+
+@pytest.mark.parametrize("pipeline,inflight,expected", [("stages", None, 3), ("stages", 2, 2), ("graph", None, 2)])
+def test_async_runs_one_batch_per_stage_unless_told(monkeypatch: pytest.MonkeyPatch, pipeline: str,
+                                                     inflight: int | None, expected: int) -> None:
+    """With no --inflight, async steps through S stages run S batches in flight (PipeDream's rule; with fewer, a
+    stage waits), and one function per step runs K; a given --inflight wins. The window the stage driver gets and
+    the threads the whole-step driver starts are that number, and the history records it."""
+    from hgpart.runtime import api
+
+    seen: list[int] = []
+    real_staged, real_slots = api.run_staged, api.run_slots
+
+    def spy_staged(*args: object, **kwargs: object) -> object:
+        seen.append(int(kwargs["window"]))  # type: ignore[call-overload]
+        return real_staged(*args, **kwargs)  # type: ignore[arg-type]
+
+    def spy_slots(fns: list, *args: object, **kwargs: object) -> object:
+        seen.append(len(fns))
+        return real_slots(fns, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(api, "run_staged", spy_staged)
+    monkeypatch.setattr(api, "run_slots", spy_slots)
+    x, y = _data()
+    pm = PartitionedModel.from_placement(_three_stages(), device_set=DS, seed=3, pipeline=pipeline)
+    hist = pm.fit(x, y, steps=4, batch_size=B, inflight=inflight, verbose=0)
+    assert pm.pipeline_choice is not None and pm.pipeline_choice.inflight == expected
+    assert seen == [expected] and hist.params["inflight"] == expected and len(hist.rows) == 4
+    assert f"{expected} batches in flight" in pm.pipeline_choice.describe()
+    counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
+    assert counters == [4.0] * len(counters)

@@ -118,6 +118,8 @@ class MeasuredRun:
     placement_path: str = ""  # the placement a model-parallel run trained (run_measured's placement_dir given)
     #: model parallelism: how its steps ran (``PipelineChoice.describe()``: stages or one function, and why)
     pipeline: str = ""
+    #: model parallelism: async batches in flight (1 in sync mode; 0: not recorded, runs before it ran K)
+    inflight: int = 0
     curve: list[CurvePoint] = field(default_factory=list)
     notes: str = ""
 
@@ -420,8 +422,11 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
     if c.step is not None:  # model parallelism runs as hgpart train runs it: stages or one function per step
         from hgpart.runtime.pipechoice import choose_pipeline
 
-        c.staged, choice = choose_pipeline(c.step, s.ds, pipeline=cmp.pipeline, slots=len(c.fns))  # sync: 1
-        run.pipeline = choice.describe()
+        # async: the runtime's default batches in flight (one per stage, or K), as hgpart train; sync: 1
+        c.staged, choice = choose_pipeline(c.step, s.ds, pipeline=cmp.pipeline,
+                                           slots=None if strategy.is_async else 1)
+        c.fns = [c.fns[0]] * choice.inflight
+        run.pipeline, run.inflight = choice.describe(), choice.inflight
         if choice.note:
             c.notes = f"{c.notes}; {choice.note}" if c.notes else choice.note
     run.compile_seconds = time.perf_counter() - t0

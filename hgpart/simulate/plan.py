@@ -225,7 +225,8 @@ def plan(graph: LayerGraph, cluster: Cluster, opts: PlanOptions) -> Plan:
         if not res.fits and c.refit is not None:
             k = c.placement.k
             try:
-                pl, how = made.fitting(k, *c.refit, model_memory_settings(c.sim, opts.batch_size, k), limit)
+                pl, how = made.fitting(k, *c.refit, model_memory_settings(c.sim, opts.batch_size, c.placement),
+                                      limit)
             except NoFitError as exc:
                 fitted = exc.what
             else:

@@ -222,25 +222,28 @@ class _Built:
     source: str
 
 
-def model_memory_settings(opts: SimOptions, batch: int, k: int) -> MemorySettings:
+def model_memory_settings(opts: SimOptions, batch: int, pl: Placement) -> MemorySettings:
     """What a device of model parallelism holds activations for: its replica's share ``B / R`` of the batch, with
-    the batches in flight in async mode (``--inflight``, default K; one with ``pipeline=graph``) and one batch's
-    micro-batches in sync mode."""
-    kept = _in_flight(opts, k) if opts.mode is Mode.ASYNC else 1
+    the batches in flight in async mode (:func:`_in_flight`) and one batch's micro-batches in sync mode."""
+    kept = _in_flight(opts, pl) if opts.mode is Mode.ASYNC else 1
     return MemorySettings(batch_size=batch // max(1, opts.replicas), inflight=kept,
                           optimizer=Optimizer.parse(opts.optimizer))
 
 
-def _in_flight(opts: SimOptions, k: int) -> int:
-    """Batches in flight (async) or micro-batches (sync): ``--inflight``, default K; async with
-    ``pipeline=graph`` has one, as calls of one multi-device function do not overlap (SimPipeline)."""
+def _in_flight(opts: SimOptions, pl: Placement) -> int:
+    """Batches in flight (async) or micro-batches (sync), as the runtime runs them: ``--inflight``; by default K
+    micro-batches, and async one batch per pipeline stage (:meth:`Placement.pipeline_stages`, the runtime's
+    default for a stage pipeline). Async with ``pipeline=graph`` has one, as calls of one multi-device function
+    do not overlap (SimPipeline)."""
     if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
         return 1
-    return opts.inflight or k
+    if opts.inflight:
+        return opts.inflight
+    return pl.pipeline_stages() if opts.mode is Mode.ASYNC else pl.k
 
 
 def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes) -> _Built:
-    k, n, reps = pl.k, _in_flight(opts, pl.k), opts.replicas
+    k, n, reps = pl.k, _in_flight(opts, pl), opts.replicas
     if reps < 1:
         raise BadOptionError(f"replicas must be >= 1, not {reps}", where="--replicas", option="--replicas",
                              value=reps, fix="use 1 (model parallelism alone) or more")
@@ -266,7 +269,7 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
                        call_s=cluster.device.call_overhead, replicas=reps,
                        grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params])
-    settings = model_memory_settings(opts, batch, k)
+    settings = model_memory_settings(opts, batch, pl)
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
     cap = cluster.device.memory_bytes
     return _Built(wl, [DeviceMemory.of(r * k + p, m, cap) for r in range(reps) for p, m in enumerate(mem)], n,
