@@ -58,6 +58,7 @@ __all__ = [
     "decode_parts",
     "default_placement_path",
     "pipeline_runs",
+    "default_inflight",
     "schema",
 ]
 
@@ -431,6 +432,19 @@ def pipeline_runs(layers: list[tuple[str, list[int]]], loss_part: int) -> list[t
     if not runs or runs[-1][0] != loss_part:
         runs.append((loss_part, []))
     return runs
+
+
+def default_inflight(k: int, stages: int) -> int:
+    """Async batches in flight when none are asked for: one per pipeline stage (``stages`` > 0), at most 2K; K
+    when steps run as one function per step (``stages`` = 0).
+
+    Why: a batch holds its place in the window from its first stage's forward to its first stage's backward, so
+    with fewer batches than stages some stage always waits (PipeDream's rule). The cap: a placement that splits
+    layers over the parts has two or more stages per layer, but each device runs one call at a time, so beyond a
+    few batches per device more in flight only add staleness and activation memory. One rule for the runtime
+    (:func:`hgpart.runtime.pipechoice.choose_pipeline`) and the simulator.
+    """
+    return min(stages, 2 * k) if stages > 0 else k
 
 
 def load_placement(path: str | Path) -> Placement:

@@ -21,11 +21,11 @@ runs the way that was faster: per-stage calls cost the client a few hundred micr
 on a short step depends on the placement and the mode. No timing step's update is kept. If the stages fail to
 build or run there, ``auto`` runs the whole-step function and says why.
 
-Batches in flight (async): ``slots``, or by default (``slots=None``) one per stage when steps run as stages
-(PipeDream's rule: a batch holds its place in the window from its first stage's forward to its first stage's
-backward, so with fewer batches than stages some stage always waits) and K when they run as one function per
-step. Which default applies is known only once the pipeline is chosen, so the choice carries it
-(:attr:`PipelineChoice.inflight`); ``auto`` times each way with its own default.
+Batches in flight (async): ``slots``, or by default (``slots=None``) one per stage, at most 2K, when steps run as
+stages (PipeDream's rule: a batch holds its place in the window from its first stage's forward to its first
+stage's backward, so with fewer batches than stages some stage always waits) and K when they run as one function
+per step (:func:`hgpart.placement.default_inflight`). Which default applies is known only once the pipeline is
+chosen, so the choice carries it (:attr:`PipelineChoice.inflight`); ``auto`` times each way with its own default.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ from hgpart.runtime.stages import StagedStep, check_pipeline, plan_stages
 from hgpart.runtime.step import restoring
 
 from hgpart.errors import DeviceError, HgpartError
+from hgpart.placement import default_inflight
 
-__all__ = ["PipelineChoice", "choose_pipeline", "default_inflight", "STAGES_MIN_STEP_S", "AUTO_TIMED_STEPS"]
+__all__ = ["PipelineChoice", "choose_pipeline", "STAGES_MIN_STEP_S", "AUTO_TIMED_STEPS"]
 
 #: ``pipeline="auto"`` runs steps as stages when one whole-step call takes at least this long (seconds)
 STAGES_MIN_STEP_S = 0.25
@@ -85,16 +86,11 @@ def inflight_note(staged: StagedStep, slots: int) -> str:
             f"at the cost of staler weights")
 
 
-def default_inflight(k: int, stages: int | None) -> int:
-    """Async batches in flight when none are asked for: one per stage for a stage pipeline, else K."""
-    return stages if stages else k
-
-
 def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: int | None
                     ) -> tuple[StagedStep | None, PipelineChoice]:
     """The stage pipeline of the warm ``step`` (built and warmed up), or None when steps run as one function, and
     the choice with its reason (see the module docstring). ``slots``: async batches in flight (1 in sync mode;
-    None: the default of the way chosen, :func:`default_inflight`).
+    None: the default of the way chosen, :func:`hgpart.placement.default_inflight`).
     Nothing is printed: the choice's ``note`` is for the caller to show (``hgpart train`` warns it as a note, the
     measured comparison keeps it in the run's notes)."""
     pipeline = check_pipeline(pipeline)
@@ -141,7 +137,7 @@ def _time_both(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Calla
     runs ``slots`` batches in flight, or its own default."""
     B = step.batch_size
     one = 1 if step.micro > 1 else 0
-    g_slots = one or slots or default_inflight(step.pm.k, None)
+    g_slots = one or slots or default_inflight(step.pm.k, 0)
     s_slots = one or slots or default_inflight(step.pm.k, len(stages))
     n = max(AUTO_TIMED_STEPS, 3 * max(g_slots, s_slots))
     fix = "run with --pipeline graph"

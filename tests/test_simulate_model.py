@@ -83,19 +83,24 @@ def test_more_batches_in_flight_never_slow_the_pipeline_and_memory_grows() -> No
 
 
 def test_async_model_parallelism_defaults_to_one_batch_per_stage_as_the_runtime() -> None:
-    """No --inflight: async stages keep one batch per pipeline stage in flight (the runtime's default, and its
-    activations in memory), the graph pipeline one, sync K micro-batches."""
-    pl = _placement(k=2)
-    stages = pl.pipeline_stages()
-    assert stages > 2  # random parts: split layers make many stages
-    cluster = _cluster()
-    default = simulate(pl, cluster, SimOptions(batch_size=8))
-    assert default.inflight == stages
-    assert default.step_s == simulate(pl, cluster, SimOptions(batch_size=8, inflight=stages)).step_s
-    assert [m.total for m in default.memory] == pytest.approx(
-        [p.total for p in placement_memory(pl, batch_size=8, inflight=stages)])
-    assert simulate(pl, cluster, SimOptions(batch_size=8, pipeline=SimPipeline.GRAPH)).inflight == 1
-    assert simulate(pl, cluster, SimOptions(batch_size=8, mode=Mode.SYNC)).inflight == 2
+    """No --inflight: async stages keep one batch per pipeline stage in flight, at most 2K (the runtime's default,
+    and its activations in memory), the graph pipeline one, sync K micro-batches."""
+    from hgpart.placement import default_inflight
+
+    assert [default_inflight(2, s) for s in (0, 2, 3, 4, 9)] == [2, 2, 3, 4, 4]
+    for seed in range(3):
+        pl = _placement(k=2, seed=seed)
+        n = default_inflight(2, pl.pipeline_stages())
+        cluster = _cluster()
+        default = simulate(pl, cluster, SimOptions(batch_size=8))
+        assert default.inflight == n
+        assert default.step_s == simulate(pl, cluster, SimOptions(batch_size=8, inflight=n)).step_s
+        assert [m.total for m in default.memory] == pytest.approx(
+            [p.total for p in placement_memory(pl, batch_size=8, inflight=n)])
+        assert simulate(pl, cluster, SimOptions(batch_size=8, pipeline=SimPipeline.GRAPH)).inflight == 1
+        assert simulate(pl, cluster, SimOptions(batch_size=8, mode=Mode.SYNC)).inflight == 2
+    layerwise = _placement(k=1)  # one part: one stage, K = 1
+    assert simulate(layerwise, _cluster(), SimOptions(batch_size=8)).inflight == 1
 
 
 def test_the_graph_pipeline_runs_one_batch_at_a_time_whatever_is_queued() -> None:

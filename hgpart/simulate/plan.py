@@ -174,7 +174,7 @@ def _candidates(cluster: Cluster, opts: PlanOptions, made: _Placements) -> list[
         for label, grain, backend in grains:
             pl = made.get(k, grain, backend)
             refit = None if backend == "layerwise" else (grain, backend)
-            out.append(_Candidate(f"{label} K={k} async", k, dataclasses.replace(base, mode=Mode.ASYNC, inflight=k),
+            out.append(_Candidate(f"{label} K={k} async", k, dataclasses.replace(base, mode=Mode.ASYNC),
                                   pl, refit))
             if opts.batch_size % k == 0:
                 out.append(_Candidate(f"{label} K={k} sync", k, dataclasses.replace(base, mode=Mode.SYNC, inflight=k),

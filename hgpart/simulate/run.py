@@ -33,7 +33,7 @@ from hgpart.fileio import write_json
 from hgpart.hypergraph import Hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
-from hgpart.placement import Placement
+from hgpart.placement import Placement, default_inflight
 from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds
 from hgpart.simulate.engine import Engine, Task
 from hgpart.simulate.mpgraph import MPTemplate, mp_template
@@ -232,14 +232,14 @@ def model_memory_settings(opts: SimOptions, batch: int, pl: Placement) -> Memory
 
 def _in_flight(opts: SimOptions, pl: Placement) -> int:
     """Batches in flight (async) or micro-batches (sync), as the runtime runs them: ``--inflight``; by default K
-    micro-batches, and async one batch per pipeline stage (:meth:`Placement.pipeline_stages`, the runtime's
-    default for a stage pipeline). Async with ``pipeline=graph`` has one, as calls of one multi-device function
-    do not overlap (SimPipeline)."""
+    micro-batches, and async one batch per pipeline stage (:meth:`Placement.pipeline_stages`), at most 2K: the
+    runtime's default for a stage pipeline (:func:`hgpart.placement.default_inflight`). Async with
+    ``pipeline=graph`` has one, as calls of one multi-device function do not overlap (SimPipeline)."""
     if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
         return 1
     if opts.inflight:
         return opts.inflight
-    return pl.pipeline_stages() if opts.mode is Mode.ASYNC else pl.k
+    return default_inflight(pl.k, pl.pipeline_stages()) if opts.mode is Mode.ASYNC else pl.k
 
 
 def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes) -> _Built:
