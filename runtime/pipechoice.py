@@ -21,7 +21,7 @@ runs the way that was faster: per-stage calls cost the client a few hundred micr
 on a short step depends on the placement and the mode. No timing step's update is kept. If the stages fail to
 build or run there, ``auto`` runs the whole-step function and says why.
 
-Batches in flight (async): ``slots``, or by default (``slots=None``) one per stage, at most 2K, when steps run as
+Batches in flight (async): ``slots``, or by default (``slots=None``) one per stage, at most K + 1, when steps run as
 stages (PipeDream's rule: a batch holds its place in the window from its first stage's forward to its first
 stage's backward, so with fewer batches than stages some stage always waits) and K when they run as one function
 per step (:func:`hgpart.placement.default_inflight`). Which default applies is known only once the pipeline is
@@ -119,7 +119,9 @@ def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: i
             staged, why = _time_both(step, ds, stages, batch, slots)
     n = len(staged.stages) if staged is not None else 0
     inflight = 1 if step.micro > 1 else slots or default_inflight(step.pm.k, n)
-    note = inflight_note(staged, inflight) if staged is not None and step.micro == 1 and inflight < n else ""
+    # the note is for a number asked for; the default's cap is deliberate (hgpart.placement.default_inflight)
+    asked = slots is not None and step.micro == 1
+    note = inflight_note(staged, inflight) if staged is not None and asked and inflight < n else ""
     return staged, PipelineChoice("stages" if staged is not None else "graph", n, why, note, inflight)
 
 

@@ -83,11 +83,12 @@ def test_more_batches_in_flight_never_slow_the_pipeline_and_memory_grows() -> No
 
 
 def test_async_model_parallelism_defaults_to_one_batch_per_stage_as_the_runtime() -> None:
-    """No --inflight: async stages keep one batch per pipeline stage in flight, at most 2K (the runtime's default,
+    """No --inflight: async stages keep one batch per pipeline stage in flight, at most K + 1 (the runtime's default,
     and its activations in memory), the graph pipeline one, sync K micro-batches."""
     from hgpart.placement import default_inflight
 
-    assert [default_inflight(2, s) for s in (0, 2, 3, 4, 9)] == [2, 2, 3, 4, 4]
+    assert [default_inflight(2, s) for s in (0, 2, 3, 4, 9)] == [2, 2, 3, 3, 3]
+    assert [default_inflight(8, s) for s in (0, 8, 30)] == [8, 8, 9]
     for seed in range(3):
         pl = _placement(k=2, seed=seed)
         n = default_inflight(2, pl.pipeline_stages())

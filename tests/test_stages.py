@@ -306,13 +306,20 @@ def test_the_placement_counts_the_stages_the_runtime_cuts(model: str) -> None:
     assert _three_stages("minivgg").pipeline_stages() == 3  # a chain: three runs of layers
 
 
-@pytest.mark.parametrize("pipeline,inflight,expected", [("stages", None, 3), ("stages", 2, 2), ("graph", None, 2)])
+@pytest.mark.parametrize("pipeline,inflight,expected,split", [("stages", None, 3, False), ("stages", 2, 2, False),
+                                                              ("graph", None, 2, False), ("stages", None, 3, True)])
 def test_async_runs_one_batch_per_stage_unless_told(monkeypatch: pytest.MonkeyPatch, pipeline: str,
-                                                     inflight: int | None, expected: int) -> None:
+                                                     inflight: int | None, expected: int, split: bool) -> None:
     """With no --inflight, async steps through S stages run S batches in flight (PipeDream's rule; with fewer, a
-    stage waits), and one function per step runs K; a given --inflight wins. The window the stage driver gets and
-    the threads the whole-step driver starts are that number, and the history records it."""
+    stage waits), at most K + 1 (a random placement splits every layer: many stages), and one function per step
+    runs K; a given --inflight wins. The window the stage driver gets and the threads the whole-step driver starts
+    are that number, and the history records it. The default's cap is no reason for a note; asking for fewer than
+    the stages is."""
+    import warnings
+
     from hgpart.runtime import api
+
+    from hgpart.notes import HgpartNote
 
     seen: list[int] = []
     real_staged, real_slots = api.run_staged, api.run_slots
@@ -328,8 +335,14 @@ def test_async_runs_one_batch_per_stage_unless_told(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(api, "run_staged", spy_staged)
     monkeypatch.setattr(api, "run_slots", spy_slots)
     x, y = _data()
-    pm = PartitionedModel.from_placement(_three_stages(), device_set=DS, seed=3, pipeline=pipeline)
-    hist = pm.fit(x, y, steps=4, batch_size=B, inflight=inflight, verbose=0)
+    pl = _random("minivgg", "coarse") if split else _three_stages()
+    assert pl.pipeline_stages() > 3 if split else pl.pipeline_stages() == 3
+    pm = PartitionedModel.from_placement(pl, device_set=DS, seed=3, pipeline=pipeline)
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        hist = pm.fit(x, y, steps=4, batch_size=B, inflight=inflight, verbose=0)
+    said = [w for w in notes if issubclass(w.category, HgpartNote)]
+    assert len(said) == (1 if inflight is not None and inflight < 3 else 0)  # 2 asked for 3 stages: one note
     assert pm.pipeline_choice is not None and pm.pipeline_choice.inflight == expected
     assert seen == [expected] and hist.params["inflight"] == expected and len(hist.rows) == 4
     assert f"{expected} batches in flight" in pm.pipeline_choice.describe()

@@ -232,7 +232,7 @@ def model_memory_settings(opts: SimOptions, batch: int, pl: Placement) -> Memory
 
 def _in_flight(opts: SimOptions, pl: Placement) -> int:
     """Batches in flight (async) or micro-batches (sync), as the runtime runs them: ``--inflight``; by default K
-    micro-batches, and async one batch per pipeline stage (:meth:`Placement.pipeline_stages`), at most 2K: the
+    micro-batches, and async one batch per pipeline stage (:meth:`Placement.pipeline_stages`), at most K + 1: the
     runtime's default for a stage pipeline (:func:`hgpart.placement.default_inflight`). Async with
     ``pipeline=graph`` has one, as calls of one multi-device function do not overlap (SimPipeline)."""
     if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
