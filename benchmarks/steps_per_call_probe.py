@@ -1,0 +1,175 @@
+"""Would several training steps per call lift minivgg's K = 2 efficiency? One compiled function running N steps.
+
+Run (from the repository root)::
+
+    python benchmarks/steps_per_call_probe.py --placements DIR [--k2 coarse] [--mode seq|pipe] [--n 1,4,16]
+        [--steps 192] [--rounds 3]
+
+``DIR`` holds ``minivgg_single_k1.json`` and ``minivgg_<name>_k2.json`` placements (as ``runtime_throughput.py``
+writes them). Why: minivgg's whole step computes for about 15 ms on one core, and each call from the client costs
+it a few milliseconds of CPU on the cores the workers need (``benchmarks/results/client_call_costs/``). A function
+whose body is N training steps one after the other (each step's forward reads the weights the previous step's
+update wrote, so the N steps are exact sequential SGD, as one batch in flight) makes one call, one feed of N
+batches and one fetch of N losses per N steps. If the client's per-call cost is what holds E down, E grows with N;
+if it stays, the time goes to the workers' own execution of the placed graph.
+
+``--mode pipe`` traces step i's forward before step i - 1's update. TensorFlow runs the reads and writes of one
+variable in the order they were traced, so step i reads weights that miss step i - 1's update (at most one
+update missing: the runtime's bound for 2 batches in flight) and nothing else orders step i's forward after step
+i - 1's backward: on a layer-wise placement the first part can run the next batch's forward while the second
+runs this batch's backward, a compiled asynchronous pipeline with no client call between steps.
+
+Each (K, N) runs in its own process, the configurations in turn for ``--rounds`` rounds: K = 1 is one worker pinned
+to one core, K = 2 two workers pinned one core each, the client unpinned. Prints images/s per round, E per round
+and N (E = K2 / (2 K1), K1 at the same N in the same round), and the load average at start and end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str) -> None:
+    """Time ``steps`` steps of ``n`` steps per call on K local workers; prints one RESULT line."""
+    import numpy as np
+    from hgpart.runtime.cluster import open_local
+    from hgpart.runtime.modelsource import build_for_placement
+    from hgpart.runtime.partitioned import PlacedModel
+    from hgpart.runtime.step import OptimizerSpec, TrainStep
+
+    from hgpart.placement import load_placement
+
+    pl = load_placement(placement)
+    cores = sorted(os.sched_getaffinity(0))[:1] if k == 1 else None
+    with open_local(k, inter_op=4, cores=cores, start_timeout=180) as ds:
+        import tensorflow as tf
+
+        tf.config.set_soft_device_placement(False)
+        pm = PlacedModel(pl, build_for_placement(pl, seed=0), ds.devices, host=ds.host)
+        step = TrainStep(pm, OptimizerSpec("adam"), batch_size=batch)
+        shape = (n * batch, *pm.graph.input_shape)
+
+        def body(x: Any, y: Any) -> Any:
+            xs, ys = tf.split(x, n), tf.split(y, n)
+            return tf.stack([step._step(xs[i], ys[i]) for i in range(n)])
+
+        def pipelined(x: Any, y: Any) -> Any:
+            """Step i's forward is traced before step i - 1's update: TensorFlow orders the reads and writes of a
+            variable as traced, so step i reads the weights without step i - 1's update (at most one update
+            missing, as 2 batches in flight) and its forward may run while step i - 1's backward does."""
+            xs, ys = tf.split(x, n), tf.split(y, n)
+            tv = pm.trainable
+            loss_dev = pm.devices[pm.loss_part]
+
+            def forward(i: int) -> tuple[Any, Any, Any]:
+                bn: list = []
+                logits = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"fwd{i}")
+                with tf.device(loss_dev):
+                    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ys[i], logits=logits))
+                return loss, tf.gradients(loss, [pv.var for pv in tv]), bn
+
+            def update(grads: Any, bn: Any) -> None:
+                for j, (pv, g) in enumerate(zip(tv, grads, strict=True)):
+                    if g is not None:
+                        with tf.device(pm.devices[pv.part]):
+                            step._apply(pv, g, step.slots[j])
+                for dev, c in step.counters.items():
+                    with tf.device(dev):
+                        c.assign_add(1.0)
+                step._bn_updates([bn])
+
+            losses, prev = [], None
+            for i in range(n):
+                loss, grads, bn = forward(i)
+                if prev is not None:
+                    update(*prev)
+                prev = (grads, bn)
+                losses.append(loss)
+            assert prev is not None
+            update(*prev)
+            return tf.stack(losses)
+
+        fn = tf.function(pipelined if mode == "pipe" else body).get_concrete_function(
+            tf.TensorSpec(shape, tf.float32), tf.TensorSpec((n * batch,), tf.int32))
+        rng = np.random.default_rng(0)
+        x = rng.random(shape, dtype=np.float32)
+        y = rng.integers(0, pm.graph.num_classes or 10, n * batch).astype(np.int32)
+
+        def call() -> Any:
+            with tf.device(pm.host):
+                xt, yt = tf.constant(x), tf.constant(y)
+            return fn(xt, yt).numpy()
+
+        call()  # set-up: graph partitioning, registration on the workers
+        call()
+        calls = max(2, steps // n)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            losses = call()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        assert np.all(np.isfinite(losses))
+        print("RESULT " + json.dumps({"k": k, "n": n, "ips": calls * n * batch / wall,
+                                      "client_cores": cpu / wall, "calls": calls}), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--placements", required=True)
+    ap.add_argument("--model", default="minivgg")
+    ap.add_argument("--k2", default="coarse", help="the K = 2 placement's name (<model>_<name>_k2.json)")
+    ap.add_argument("--n", default="1,4,16")
+    ap.add_argument("--steps", type=int, default=192)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--mode", choices=("seq", "pipe"), default="seq",
+                    help="seq: the N steps one after the other; pipe: step i's forward before step i-1's update")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]), int(args.child[2]), args.steps, args.batch_size, args.mode)
+        return
+    folder = Path(args.placements)
+    files = {1: folder / f"{args.model}_single_k1.json", 2: folder / f"{args.model}_{args.k2}_k2.json"}
+    ns = [int(v) for v in args.n.split(",")]
+    l0 = [round(v, 2) for v in os.getloadavg()]
+    print(f"$ python benchmarks/steps_per_call_probe.py {' '.join(sys.argv[1:])}   # "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average at start {l0}", flush=True)
+    ips: dict[tuple[int, int], list[float]] = {}
+    for r in range(args.rounds):
+        for n in ns:
+            for k in (1, 2):
+                cmd = [sys.executable, __file__, "--placements", args.placements, "--steps", str(args.steps),
+                       "--batch-size", str(args.batch_size), "--mode", args.mode,
+                       "--child", str(files[k]), str(k), str(n)]
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+                rows = [json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+                if proc.returncode or not rows:
+                    print(f"round {r} K={k} N={n}: failed\n{proc.stderr[-1500:]}", flush=True)
+                    continue
+                ips.setdefault((k, n), []).append(rows[0]["ips"])
+                print(f"round {r} K={k} N={n:>2}: {rows[0]['ips']:8.1f} images/s, client "
+                      f"{rows[0]['client_cores']:.2f} cores, load {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"\n{args.model} {args.k2} K=2 ({args.mode}) against one pinned worker, images/s (median of rounds) "
+          "and E per round")
+    for n in ns:
+        k1, k2 = ips.get((1, n), []), ips.get((2, n), [])
+        es = [b / (2 * a) for a, b in zip(k1, k2, strict=False)]
+        if es:
+            print(f"N={n:>2}: K=1 {statistics.median(k1):8.1f}  K=2 {statistics.median(k2):8.1f}  "
+                  f"E {statistics.median(es):.2f} ({' '.join(f'{e:.2f}' for e in es)})")
+    print(f"load average at end {[round(v, 2) for v in os.getloadavg()]}")
+
+
+if __name__ == "__main__":
+    main()
