@@ -87,7 +87,7 @@ def one_run(path: Path, ds: Any, seed: int, args: argparse.Namespace) -> dict[st
     staged = pm.staged_step(step, asked)
     assert pm.pipeline_choice is not None
     n = pm.pipeline_choice.inflight
-    window = n if args.window < 0 else args.window
+    window = n if args.window < 0 else args.window  # stages: the window is the batches in flight (main checks)
     batches = shuffled_batches(x, y, batch_size=B, seed=seed)
     t0 = time.perf_counter()
     if staged is None:
@@ -121,6 +121,8 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=1.0)
     ap.add_argument("--out", default="benchmarks/results/async_stability/results.json")
     args = ap.parse_args()
+    if args.pipeline == "stages" and args.window >= 0:
+        ap.error("--window is the batches in flight with --pipeline stages: use --inflight")
     load_start = os.getloadavg()
     from hgpart.runtime.devices import open_devices
 

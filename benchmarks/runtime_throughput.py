@@ -182,7 +182,8 @@ def child(args: argparse.Namespace) -> None:
                 res = None
                 l0 = load()
                 asked = args.baseline_inflight if k == 1 else args.inflight
-                inflight = args.sync_micro if mode == "sync" else (asked or None)  # None: the runtime's default
+                sync = mode.startswith("sync")  # sync and sync-stages
+                inflight = args.sync_micro if sync else (asked or None)  # None: the runtime's default
                 pipeline = mode.split("-")[1] if "-" in mode else "auto"
                 for _ in range(args.repeats):
                     res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps,

@@ -145,7 +145,7 @@ def main() -> None:
     l0 = [round(v, 2) for v in os.getloadavg()]
     print(f"$ python benchmarks/steps_per_call_probe.py {' '.join(sys.argv[1:])}   # "
           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average at start {l0}", flush=True)
-    ips: dict[tuple[int, int], list[float]] = {}
+    ips: dict[tuple[int, int, int], float] = {}  # (K, N, round)
     for r in range(args.rounds):
         for n in ns:
             for k in (1, 2):
@@ -157,17 +157,19 @@ def main() -> None:
                 if proc.returncode or not rows:
                     print(f"round {r} K={k} N={n}: failed\n{proc.stderr[-1500:]}", flush=True)
                     continue
-                ips.setdefault((k, n), []).append(rows[0]["ips"])
+                ips[(k, n, r)] = rows[0]["ips"]
                 print(f"round {r} K={k} N={n:>2}: {rows[0]['ips']:8.1f} images/s, client "
                       f"{rows[0]['client_cores']:.2f} cores, load {os.getloadavg()[0]:.2f}", flush=True)
     print(f"\n{args.model} {args.k2} K=2 ({args.mode}) against one pinned worker, images/s (median of rounds) "
           "and E per round")
     for n in ns:
-        k1, k2 = ips.get((1, n), []), ips.get((2, n), [])
-        es = [b / (2 * a) for a, b in zip(k1, k2, strict=False)]
+        both = [r for r in range(args.rounds) if (1, n, r) in ips and (2, n, r) in ips]  # same N, same round
+        es = [ips[(2, n, r)] / (2 * ips[(1, n, r)]) for r in both]
         if es:
-            print(f"N={n:>2}: K=1 {statistics.median(k1):8.1f}  K=2 {statistics.median(k2):8.1f}  "
-                  f"E {statistics.median(es):.2f} ({' '.join(f'{e:.2f}' for e in es)})")
+            k1 = statistics.median(ips[(1, n, r)] for r in both)
+            k2 = statistics.median(ips[(2, n, r)] for r in both)
+            print(f"N={n:>2}: K=1 {k1:8.1f}  K=2 {k2:8.1f}  E {statistics.median(es):.2f} "
+                  f"({' '.join(f'{e:.2f}' for e in es)})")
     print(f"load average at end {[round(v, 2) for v in os.getloadavg()]}")
 
 

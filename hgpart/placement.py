@@ -245,11 +245,19 @@ class Placement:
         return int(np.argmax(np.bincount(owner, minlength=self.k)))
 
     def pipeline_stages(self) -> int:
-        """How many pipeline stages the runtime cuts this placement into (:func:`pipeline_runs`), whether or not
-        its layers can run piecewise; the simulator's default of async batches in flight, one per stage."""
+        """How many pipeline stages the runtime cuts this placement into (:func:`pipeline_runs`), or 0 when it
+        cannot cut it: a layer split over parts that cannot run piecewise (a fine-grain convolution, a layer
+        normalisation), so the steps run as one function. The simulator's default of async batches in flight."""
         owner = self.channel_parts()
-        layers = [(layer.name, np.unique(owner[layer.name]).tolist()) for layer in self.graph.layers
-                  if layer.definition.role is not Role.INPUT]
+        layers = []
+        for layer in self.graph.layers:
+            if layer.definition.role is Role.INPUT:
+                continue
+            parts = np.unique(owner[layer.name]).tolist()
+            whole = not layer.definition.piecewise or (self.grain == "fine" and layer.definition.fine_split)
+            if len(parts) > 1 and whole:
+                return 0
+            layers.append((layer.name, parts))
         return len(pipeline_runs(layers, self.loss_part()))
 
     # ------------------------------------------------------------- validation

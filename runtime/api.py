@@ -152,7 +152,7 @@ class PartitionedModel:
         self.optimizer = optimizer
         self.seed = int(seed)
         self.inflight = int(inflight or placement.k)
-        self._inflight_given = inflight is not None
+        self._inflight_given = bool(inflight)
         self._owns_devices = owns_devices
         self._step: MeteredStep | None = None
         self._evaluator: Evaluator | None = None
@@ -176,7 +176,7 @@ class PartitionedModel:
             optimizer: ``adam`` or ``momentum``; ``lr`` its learning rate.
             seed: the seed of the rebuilt model's weights and of the data order.
             inflight: batches in flight (async) or micro-batches (sync); None: K micro-batches, and async one batch
-                per stage when steps run as stages, else K (:func:`~hgpart.runtime.pipechoice.default_inflight`).
+                per stage when steps run as stages, else K (:func:`hgpart.placement.default_inflight`).
             init_weights: a ``.keras`` or ``.weights.h5`` file of the same model whose weights replace the
                 starting ones (checked before the devices open).
             pipeline: how steps run: ``stages`` (one compiled function per pipeline stage, 1F1B across stages,
@@ -195,10 +195,10 @@ class PartitionedModel:
         opt = OptimizerSpec(optimizer, lr)
         if inflight is not None and inflight < 1:
             raise HgpartError(f"{inflight} batches in flight requested", where="--inflight",
-                              fix="pass a number >= 1 (or 0 for K)")
+                              fix="pass a number >= 1, or None for the default")
         init = check_init_weights(init_weights)
         check_pipeline(pipeline)
-        ds = device_set or open_devices(devices, pl.k, inter_op=max(4, int(inflight or pl.k) + 1))
+        ds = device_set or open_devices(devices, pl.k, inter_op=max(4, int(inflight or pl.k + 1) + 1))
         try:
             tf.config.set_soft_device_placement(False)
             model = keras_model if keras_model is not None else build_for_placement(pl, seed=seed)
@@ -284,7 +284,7 @@ class PartitionedModel:
         total = int(steps if steps is not None else epochs * spe)
         segments = plan_segments(total_steps=total, steps_per_epoch=spe, start_step=initial_step)
         return _FitPlan(B, schedule, k_in, segments, max(1, math.ceil(total / spe)), verbose,
-                        inflight is not None or self._inflight_given)
+                        bool(inflight) or self._inflight_given)
 
     def train_step(self, batch_size: int, mode: str | Schedule = "async", inflight: int | None = None) -> MeteredStep:
         """The compiled training step for this batch size and mode (made once, warmed up, optimizer kept)."""

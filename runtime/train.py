@@ -230,7 +230,8 @@ def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, 
                    save: str | Path | None = None) -> RunSettings:
     """Check every setting against the placement, before any TensorFlow work; one HgpartError if one is wrong.
 
-    ``None`` means the default: the placement's batch size, K batches in flight, one epoch, synthetic data.
+    ``None`` means the default: the placement's batch size, K micro-batches (sync) or the pipeline's default batches
+    in flight (async: :func:`hgpart.placement.default_inflight`), one epoch, synthetic data.
     ``dataset`` is the former name of ``data``.
     """
     schedule = Schedule.parse(mode, where="--mode")
@@ -245,7 +246,7 @@ def check_settings(pl: Placement, *, batch_size: int | None, steps: int | None, 
                           fix="pass a batch size >= 1 (or 0 for the placement's)")
     if inflight is not None and inflight < 1:
         raise HgpartError(f"{inflight} batches in flight requested", where="--inflight",
-                          fix="pass a number >= 1 (or 0 for K)")
+                          fix="pass a number >= 1 (or 0 for the default)")
     if not (math.isfinite(val_split) and 0.0 <= val_split < 1.0):
         raise HgpartError(f"validation split {val_split} is not in [0, 1)", where="--val-split",
                           fix="pass a fraction such as 0.2")
@@ -313,7 +314,8 @@ def train(
     run = replace(run, init_weights=check_init_weights(init_weights))
     ckpt = CheckpointSettings.make(checkpoint_dir, every=checkpoint_every, resume=resume)
     check_pipeline(pipeline)
-    ds = device_set or open_devices(devices, pl.k, inter_op=max(4, run.inflight + 1))
+    # one thread more than the batches in flight: the default may be K + 1 (hgpart.placement.default_inflight)
+    ds = device_set or open_devices(devices, pl.k, inter_op=max(4, (run.asked_inflight or pl.k + 1) + 1))
     try:
         train_data, val = _load(pl, run, ds.host)
         with PartitionedModel.from_placement(pl, keras_model, device_set=ds, optimizer=run.opt.name, lr=run.opt.lr,
@@ -345,6 +347,10 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
     pl, B = pm.placement, run.batch_size
     steps = run.steps or max(1, int(round(run.epochs * data.steps_per_epoch(B))))
     step = pm.train_step(B, run.mode, run.inflight)
+    if run.mode is Schedule.ASYNC:  # how the steps will run and with how many batches in flight, before the trace
+        pm.staged_step(step, run.asked_inflight)  # made once: fit asks for the same
+        assert pm.pipeline_choice is not None
+        run = replace(run, inflight=pm.pipeline_choice.inflight)
     traffic = measure_traffic(step)
     meta = {"placement_model": pl.graph.name, "grain": pl.grain, "method": pl.method, "k": pl.k,
             "devices": run.devices, "mode": run.mode.value, "inflight": run.inflight, "batch_size": B,
@@ -353,7 +359,6 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
     dtrace = _capture_trace(pm, step, data, run, meta) if run.trace is not None else None
     hist = pm.fit(data, steps=steps, batch_size=B, validation_data=val, mode=run.mode, inflight=run.asked_inflight,
                   verbose=1 if run.progress else 0, checkpoint=ckpt)
-    meta["inflight"] = hist.params.get("inflight", run.inflight)  # async: the pipeline's default may not be K
     rows = [r.record for r in hist.rows]
     trace_files: list[str] = []
     if dtrace is not None and run.trace is not None:
@@ -369,7 +374,7 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
                        compute=pm.placed.compute_overhead(), history=hist.history, saved=saved,
                        client_cpu_seconds=hist.client_cpu_seconds,
                        pipeline=pm.pipeline_choice.describe() if pm.pipeline_choice is not None else "",
-                       inflight=int(meta["inflight"]))
+                       inflight=run.inflight)
 
 
 def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings, meta: dict[str, Any]) -> Any:

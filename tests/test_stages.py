@@ -74,6 +74,7 @@ def test_a_fine_grain_placement_with_a_split_convolution_has_no_stages() -> None
     pl = _random("minivgg", "fine")
     pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0)
     assert plan_stages(pm.placed) is None
+    assert pl.pipeline_stages() == 0  # so the simulator's default in flight is K, as the runtime's
 
 
 def test_a_placement_splitting_every_layer_trains_through_its_pieces_as_the_whole_step_function() -> None:
@@ -348,3 +349,17 @@ def test_async_runs_one_batch_per_stage_unless_told(monkeypatch: pytest.MonkeyPa
     assert f"{expected} batches in flight" in pm.pipeline_choice.describe()
     counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
     assert counters == [4.0] * len(counters)
+
+
+def test_train_traces_and_logs_the_batches_in_flight_it_runs(tmp_path) -> None:
+    """hgpart train with no --inflight on a three-stage placement: the run, its log, its result and the device
+    trace's metadata all say 3 batches in flight (the trace steps run before fit, so the choice is made first)."""
+    import json
+
+    from hgpart.runtime.train import train
+
+    res = train(_three_stages(), device_set=DS, steps=3, batch_size=B, pipeline="stages", trace=tmp_path / "tr",
+                log=tmp_path / "log.csv")
+    assert res.inflight == 3 and "3 batches in flight" in res.pipeline and res.steps == 3
+    meta = json.loads((tmp_path / "tr" / "devices_trace.json").read_text())["otherData"]
+    assert meta.get("inflight") == 3, meta

@@ -28,7 +28,7 @@ def simulate_cmd(
     mode: str = typer.Option("async", "--mode", help="async (batches in flight) | sync (micro-batches)"),
     inflight: int = typer.Option(0, "--inflight", help="async batches in flight / sync micro-batches (0: "
                                  "async model parallelism one per pipeline stage, at most K + 1, with --pipeline "
-                                 "stages; else K)"),
+                                 "stages, one with graph; sync K)"),
     pipeline: str = typer.Option("stages", "--pipeline", help="async model parallelism as the runtime runs it: "
                                  "stages (batches in flight overlap) | graph (one function per step: one batch "
                                  "on the devices at a time; async data-parallel workers take turns)"),

@@ -14,10 +14,10 @@ optimizer and global batch size:
 
 * ``single`` - one device; ``layerwise-*``, ``coarse-*``, ``fine-*`` - model parallelism from a placement compiled
   on the fly (layer-wise backend; coarse/fine hypergraph with the chosen backend) with the hgpart runtime, in its
-  ``async`` pipeline (K batches in flight) and ``sync`` (K micro-batches, one update) modes, its steps run as
-  ``hgpart train`` runs them (``pipeline``, default ``auto``: as pipeline stages or one function per step, chosen
-  by :func:`hgpart.runtime.pipechoice.choose_pipeline` after the warm-up; ``MeasuredRun.pipeline`` says which and
-  why);
+  ``async`` pipeline (the runtime's default batches in flight, ``MeasuredRun.inflight``) and ``sync`` (K
+  micro-batches, one update) modes, its steps run as ``hgpart train`` runs them (``pipeline``, default ``auto``:
+  as pipeline stages or one function per step, chosen by :func:`hgpart.runtime.pipechoice.choose_pipeline` after
+  the warm-up; ``MeasuredRun.pipeline`` says which and why);
 * ``sync-dp``, ``sync-dp-mirrored``, ``async-dp-1ps``, ``async-dp-dps`` - :mod:`hgpart.runtime.dataparallel`.
 
 Data: scikit-learn's digits (1,797 images, 10 classes) resized to the model input; an epoch is
@@ -263,7 +263,7 @@ def _compile(strategy: Strategy, spec: str, graph: Any, ds: Any, opt: Any, B: in
     fns = [step] * (k if strategy.is_async else 1)
     notes = (f"{pl.method} {pl.grain} placement, Comm. Vol {m.comm_volume_mib:.3f} MiB/forward, "
              f"Max/Avg work {m.max_over_avg:.3f}; measured fwd {t.forward} B, bwd {t.backward} B, loss {t.loss} B"
-             + ("; K batches in flight" if strategy.is_async else "; K micro-batches per step"))
+             + ("" if strategy.is_async else "; K micro-batches per step"))  # async: MeasuredRun.inflight
     return _Compiled(fns, B, float(t.total - t.feed), float(t.feed), "graph", evaluate, notes, step=step,
                      warm_up=step.warm_up, placement=pl)
 

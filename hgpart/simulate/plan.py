@@ -11,9 +11,10 @@ Usage::
 Candidates: the single device; for every K = 2, 4, 8, ... up to ``max_k`` (and the cluster's size) sync data
 parallelism (ring), async data parallelism with one and with distributed parameter servers, and model parallelism
 with layer-wise, coarse-grain and (``fine=True``) fine-grain hypergraph placements, each run as the async pipeline
-with K batches in flight and as sync micro-batches (K of ``B / K``: one batch's activations in flight, not K);
-and model parallelism x data parallelism: R copies of the coarse-grain placement on K devices each, sync, every
-part's gradient all-reduced over its R copies, for every K x R <= ``max_k`` (and the cluster's size) with K, R >= 2.
+with the runtime's default batches in flight (one per stage, at most K + 1) and as sync micro-batches (K of
+``B / K``: one batch's activations in flight, not K); and model parallelism x data parallelism: R copies of the
+coarse-grain placement on K devices each, sync, every part's gradient all-reduced over its R copies, for every K x R
+<= ``max_k`` (and the cluster's size) with K, R >= 2.
 ``max_k`` bounds the devices any plan uses. Placements are partitioned on the layers' FLOP counts (the work the
 simulator charges when the cluster's device has no profile of the model) with the ``backend`` partitioner,
 ``group`` filters per vertex (a coarse VGG16 224 has 25 million pins ungrouped; grouping by 8 divides them by 64
@@ -224,9 +225,12 @@ def plan(graph: LayerGraph, cluster: Cluster, opts: PlanOptions) -> Plan:
         fitted = ""
         if not res.fits and c.refit is not None:
             k = c.placement.k
+            # async: fitted for the most batches the runtime's default keeps of any placement at K (K + 1), since
+            # the new placement's own stages, and so its default, are not known before it is made
+            most = dataclasses.replace(c.sim, inflight=k + 1) if c.sim.mode is Mode.ASYNC else c.sim
+            settings = model_memory_settings(most, opts.batch_size, c.placement)
             try:
-                pl, how = made.fitting(k, *c.refit, model_memory_settings(c.sim, opts.batch_size, c.placement),
-                                      limit)
+                pl, how = made.fitting(k, *c.refit, settings, limit)
             except NoFitError as exc:
                 fitted = exc.what
             else:

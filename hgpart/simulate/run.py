@@ -96,7 +96,8 @@ class SimStrategy(Enum):
 
 @dataclass(frozen=True)
 class SimOptions:
-    """How to simulate: batch size (0: the placement's), mode and batches in flight (0: K), images per epoch."""
+    """How to simulate: batch size (0: the placement's), mode and batches in flight (0: the runtime's default,
+    :func:`_in_flight`), images per epoch."""
 
     batch_size: int = 0
     strategy: SimStrategy = SimStrategy.MODEL
