@@ -40,7 +40,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
-def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str) -> None:
+def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, trace: str = "", lag: int = 1) -> None:
     """Time ``steps`` steps of ``n`` steps per call on K local workers; prints one RESULT line."""
     import numpy as np
     from hgpart.runtime.cluster import open_local
@@ -89,15 +89,15 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str) -> 
                         c.assign_add(1.0)
                 step._bn_updates([bn])
 
-            losses, prev = [], None
+            losses, pending = [], []
             for i in range(n):
                 loss, grads, bn = forward(i)
-                if prev is not None:
-                    update(*prev)
-                prev = (grads, bn)
+                pending.append((grads, bn))
+                if len(pending) > lag:  # step i - lag's update, traced after step i's forward
+                    update(*pending.pop(0))
                 losses.append(loss)
-            assert prev is not None
-            update(*prev)
+            for p in pending:
+                update(*p)
             return tf.stack(losses)
 
         fn = tf.function(pipelined if mode == "pipe" else body).get_concrete_function(
@@ -119,8 +119,17 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str) -> 
             losses = call()
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert np.all(np.isfinite(losses))
+        busy: list[float] = []
+        if trace:  # the workers' profiler over a few more calls: each device's busy fraction (union of its ops)
+            from hgpart.runtime.devtrace import capture_device_trace
+
+            nodes = {op.name: op.device for op in fn.graph.get_operations() if op.device}
+            dt = capture_device_trace(None, ds, lambda c: [call() for _ in range(max(1, c))], Path(trace),
+                                      steps=2, inflight=1, devices=pm.devices, node_devices=nodes,
+                                      meta={"k": k, "n": n, "mode": mode})
+            busy = [round(b, 3) for b in dt.busy]
         print("RESULT " + json.dumps({"k": k, "n": n, "ips": calls * n * batch / wall,
-                                      "client_cores": cpu / wall, "calls": calls}), flush=True)
+                                      "client_cores": cpu / wall, "calls": calls, "busy": busy}), flush=True)
 
 
 def main() -> None:
@@ -134,10 +143,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--mode", choices=("seq", "pipe"), default="seq",
                     help="seq: the N steps one after the other; pipe: step i's forward before step i-1's update")
+    ap.add_argument("--lag", type=int, default=1, help="pipe: updates a step's forward may miss (batches in "
+                    "flight - 1)")
+    ap.add_argument("--trace", default="", help="also trace the workers after the timing (a folder per K and N "
+                    "under it) and print each device's busy fraction")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]), int(args.child[2]), args.steps, args.batch_size, args.mode)
+        child(args.child[0], int(args.child[1]), int(args.child[2]), args.steps, args.batch_size, args.mode,
+              args.trace, args.lag)
         return
     folder = Path(args.placements)
     files = {1: folder / f"{args.model}_single_k1.json", 2: folder / f"{args.model}_{args.k2}_k2.json"}
@@ -150,7 +164,8 @@ def main() -> None:
         for n in ns:
             for k in (1, 2):
                 cmd = [sys.executable, __file__, "--placements", args.placements, "--steps", str(args.steps),
-                       "--batch-size", str(args.batch_size), "--mode", args.mode,
+                       "--batch-size", str(args.batch_size), "--mode", args.mode, "--lag", str(args.lag),
+                       "--trace", f"{args.trace}/k{k}_n{n}_r{r}" if args.trace else "",
                        "--child", str(files[k]), str(k), str(n)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
                 rows = [json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -158,8 +173,9 @@ def main() -> None:
                     print(f"round {r} K={k} N={n}: failed\n{proc.stderr[-1500:]}", flush=True)
                     continue
                 ips[(k, n, r)] = rows[0]["ips"]
+                busy = f", busy {rows[0]['busy']}" if rows[0].get("busy") else ""
                 print(f"round {r} K={k} N={n:>2}: {rows[0]['ips']:8.1f} images/s, client "
-                      f"{rows[0]['client_cores']:.2f} cores, load {os.getloadavg()[0]:.2f}", flush=True)
+                      f"{rows[0]['client_cores']:.2f} cores{busy}, load {os.getloadavg()[0]:.2f}", flush=True)
     print(f"\n{args.model} {args.k2} K=2 ({args.mode}) against one pinned worker, images/s (median of rounds) "
           "and E per round")
     for n in ns:
