@@ -128,8 +128,30 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
                                       steps=2, inflight=1, devices=pm.devices, node_devices=nodes,
                                       meta={"k": k, "n": n, "mode": mode})
             busy = [round(b, 3) for b in dt.busy]
+            waits(dt.path)
         print("RESULT " + json.dumps({"k": k, "n": n, "ips": calls * n * batch / wall,
                                       "client_cores": cpu / wall, "calls": calls, "busy": busy}), flush=True)
+
+
+def waits(path: Path, gap_us: float = 300.0) -> None:
+    """Print, per device of a written trace, its idle gaps longer than ``gap_us`` and which ops they came before."""
+    from collections import Counter, defaultdict
+
+    events = [e for e in json.loads(Path(path).read_text())["traceEvents"] if e.get("ph") == "X"]
+    by: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        by[e["pid"]].append(e)
+    for pid in sorted(by):
+        ops = sorted(by[pid], key=lambda e: e["ts"])
+        end, gaps = ops[0]["ts"], []
+        for e in ops:
+            if e["ts"] > end + gap_us:
+                gaps.append((e["ts"] - end, e["cat"]))
+            end = max(end, e["ts"] + e["dur"])
+        span = end - ops[0]["ts"]
+        before = Counter(cat for _, cat in gaps).most_common(3)
+        print(f"WAITS device {pid}: {len(gaps)} gaps > {gap_us / 1e3:.1f} ms, {sum(g for g, _ in gaps) / 1e3:.1f} ms "
+              f"of {span / 1e3:.1f} ms; before {before}", flush=True)
 
 
 def main() -> None:
@@ -168,6 +190,9 @@ def main() -> None:
                        "--trace", f"{args.trace}/k{k}_n{n}_r{r}" if args.trace else "",
                        "--child", str(files[k]), str(k), str(n)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+                for line in proc.stdout.splitlines():
+                    if line.startswith("WAITS "):
+                        print(f"round {r} K={k} N={n:>2}: {line[6:]}", flush=True)
                 rows = [json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
                 if proc.returncode or not rows:
                     print(f"round {r} K={k} N={n}: failed\n{proc.stderr[-1500:]}", flush=True)
