@@ -40,7 +40,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
-def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, trace: str = "", lag: int = 1) -> None:
+def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, trace: str = "", lag: int = 1,
+          inter: int = 4) -> None:
     """Time ``steps`` steps of ``n`` steps per call on K local workers; prints one RESULT line."""
     import numpy as np
     from hgpart.runtime.cluster import open_local
@@ -52,7 +53,7 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
 
     pl = load_placement(placement)
     cores = sorted(os.sched_getaffinity(0))[:1] if k == 1 else None
-    with open_local(k, inter_op=4, cores=cores, start_timeout=180) as ds:
+    with open_local(k, inter_op=inter, cores=cores, start_timeout=180) as ds:
         import tensorflow as tf
 
         tf.config.set_soft_device_placement(False)
@@ -165,6 +166,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--mode", choices=("seq", "pipe"), default="seq",
                     help="seq: the N steps one after the other; pipe: step i's forward before step i-1's update")
+    ap.add_argument("--inter", type=int, default=4, help="inter-op threads of each worker")
     ap.add_argument("--lag", type=int, default=1, help="pipe: updates a step's forward may miss (batches in "
                     "flight - 1)")
     ap.add_argument("--trace", default="", help="also trace the workers after the timing (a folder per K and N "
@@ -173,7 +175,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]), args.steps, args.batch_size, args.mode,
-              args.trace, args.lag)
+              args.trace, args.lag, args.inter)
         return
     folder = Path(args.placements)
     files = {1: folder / f"{args.model}_single_k1.json", 2: folder / f"{args.model}_{args.k2}_k2.json"}
@@ -187,6 +189,7 @@ def main() -> None:
             for k in (1, 2):
                 cmd = [sys.executable, __file__, "--placements", args.placements, "--steps", str(args.steps),
                        "--batch-size", str(args.batch_size), "--mode", args.mode, "--lag", str(args.lag),
+                       "--inter", str(args.inter),
                        "--trace", f"{args.trace}/k{k}_n{n}_r{r}" if args.trace else "",
                        "--child", str(files[k]), str(k), str(n)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
