@@ -197,6 +197,13 @@ def test_a_measured_profile_of_the_device_kind_replaces_the_flop_rate(tmp_path: 
     # the cost model gives the input layer no work (its vertices weigh nothing): all other layers are charged
     assert compute == pytest.approx(times.total() - times.forward["input"] - times.backward["input"], rel=1e-12)
     assert "measured profile" in res.compute_source
+    # a folder without this model (here: the profile's fingerprint of another model) falls back to the FLOP rate,
+    # and says so (a profile of another class count is otherwise easy to miss)
+    other = _cluster(profiles=str(tmp_path / "none"))
+    (tmp_path / "none").mkdir()
+    flops = layer_times(graph, other.device, batch=8)
+    assert flops.source.startswith("FLOPs / (") and "no measured profile of this model" in flops.source
+    assert "no measured profile" not in layer_times(graph, _cluster().device, batch=8).source
 
 
 @pytest.mark.parametrize("grain", ["coarse", "fine"])

@@ -74,8 +74,11 @@ def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTi
                                   fix=f"run `hgpart profile --model {graph.name}` on that device kind into the "
                                       "folder, or give the device peak_TFLOPs and efficiency")
     fwd = {layer.name: float(layer.flops) * batch / rate for layer in graph.layers}
+    # a profiles folder that holds none of this model is easy to miss (e.g. a profile of another class count)
+    missing = (f"; no measured profile of this model ({graph.name} {list(graph.input_shape)}, "
+               f"{graph.num_classes} classes) in {device.profiles}") if device.profiles is not None else ""
     return LayerTimes(fwd, {n: BACKWARD_FLOP_FACTOR * s for n, s in fwd.items()}, batch,
-                      f"FLOPs / ({rate / 1e12:.3g} TFLOP/s = peak x efficiency of {device.kind})")
+                      f"FLOPs / ({rate / 1e12:.3g} TFLOP/s = peak x efficiency of {device.kind}){missing}")
 
 
 def step_floor(prof: Profile, device: DeviceSpec) -> float:
