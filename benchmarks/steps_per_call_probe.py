@@ -41,7 +41,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
 def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, trace: str = "", lag: int = 1,
-          inter: int = 4) -> None:
+          inter: int = 4, order: str = "free") -> None:
     """Time ``steps`` steps of ``n`` steps per call on K local workers; prints one RESULT line."""
     import numpy as np
     from hgpart.runtime.cluster import open_local
@@ -73,12 +73,38 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
             tv = pm.trainable
             loss_dev = pm.devices[pm.loss_part]
 
+            crossing: list[tuple[int, Any]] = []  # this step's views read on one part from pieces of another
+            after: dict[int, list[Any]] = {}  # part -> the previous step's gradients of its crossing views
+            plain_view = pm.view
+
+            def view(vals: Any, views: Any, t: str, p: int) -> Any:
+                """``--order 1f1b``: a part's next forward reads across parts only after it computed the
+                gradients it sends back for the previous step, so that the other part never waits for them behind
+                this part's next forward (TensorFlow's executor has no priorities)."""
+                fresh = (t, p) not in views
+                v = plain_view(vals, views, t, p)
+                if fresh and any(q != p for q in vals[t].tensors):
+                    if after.get(p):
+                        with tf.device(pm.devices[p]), tf.control_dependencies(after[p]):
+                            v = views[(t, p)] = tf.identity(v)
+                    crossing.append((p, v))
+                return v
+
+            if order == "1f1b":
+                pm.view = view  # type: ignore[method-assign]
+
             def forward(i: int) -> tuple[Any, Any, Any]:
                 bn: list = []
+                crossing.clear()
                 logits = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"fwd{i}")
                 with tf.device(loss_dev):
                     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ys[i], logits=logits))
-                return loss, tf.gradients(loss, [pv.var for pv in tv]), bn
+                grads = tf.gradients(loss, [pv.var for pv in tv] + [v for _, v in crossing])
+                after.clear()
+                for (p, _), g in zip(crossing, grads[len(tv):], strict=True):
+                    if g is not None:
+                        after.setdefault(p, []).append(g)
+                return loss, grads[: len(tv)], bn
 
             def update(grads: Any, bn: Any) -> None:
                 for j, (pv, g) in enumerate(zip(tv, grads, strict=True)):
@@ -167,6 +193,9 @@ def main() -> None:
     ap.add_argument("--mode", choices=("seq", "pipe"), default="seq",
                     help="seq: the N steps one after the other; pipe: step i's forward before step i-1's update")
     ap.add_argument("--inter", type=int, default=4, help="inter-op threads of each worker")
+    ap.add_argument("--order", choices=("free", "1f1b"), default="free",
+                    help="pipe: free (the executor's order) or 1f1b (a part's next forward after the gradients it "
+                         "sends back)")
     ap.add_argument("--lag", type=int, default=1, help="pipe: updates a step's forward may miss (batches in "
                     "flight - 1)")
     ap.add_argument("--trace", default="", help="also trace the workers after the timing (a folder per K and N "
@@ -175,7 +204,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]), args.steps, args.batch_size, args.mode,
-              args.trace, args.lag, args.inter)
+              args.trace, args.lag, args.inter, args.order)
         return
     folder = Path(args.placements)
     files = {1: folder / f"{args.model}_single_k1.json", 2: folder / f"{args.model}_{args.k2}_k2.json"}
@@ -189,7 +218,7 @@ def main() -> None:
             for k in (1, 2):
                 cmd = [sys.executable, __file__, "--placements", args.placements, "--steps", str(args.steps),
                        "--batch-size", str(args.batch_size), "--mode", args.mode, "--lag", str(args.lag),
-                       "--inter", str(args.inter),
+                       "--inter", str(args.inter), "--order", args.order,
                        "--trace", f"{args.trace}/k{k}_n{n}_r{r}" if args.trace else "",
                        "--child", str(files[k]), str(k), str(n)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
