@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=15)
     args = ap.parse_args()
     from hgpart.runtime.cluster import open_local
+    from hgpart.runtime.linkbench import hop_chain
 
     print(f"$ python benchmarks/hop_under_load_probe.py --reps {args.reps}   # "
           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average at start "
@@ -42,18 +43,6 @@ def main() -> None:
         import tensorflow as tf
 
         d0, d1 = ds.devices[0], ds.devices[1]
-
-        def chain(hops: int) -> Any:
-            @tf.function
-            def f(seed: Any) -> Any:
-                with tf.device(d0):
-                    t = tf.fill([MIB // 4], seed)
-                for h in range(hops):
-                    with tf.device(d1 if h % 2 == 0 else d0):
-                        t = t + 1.0
-                with tf.device(d0):
-                    return t[0]
-            return f
 
         def conv_loop(dev: str) -> Any:
             with tf.device(dev):
@@ -69,7 +58,7 @@ def main() -> None:
                     return tf.reduce_sum(y)
             return g
 
-        none, some = chain(0), chain(HOPS)
+        none, some = hop_chain(d0, d1, MIB // 4, 0), hop_chain(d0, d1, MIB // 4, HOPS)
         seed = tf.constant(1.0)
         loads = [conv_loop(d0), conv_loop(d1)]
         for f in (none, some, *loads):

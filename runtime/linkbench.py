@@ -41,7 +41,7 @@ from hgpart.runtime.cluster import guarded, open_local
 
 from hgpart.errors import HgpartError
 
-__all__ = ["LinkSamples", "measure_local_link"]
+__all__ = ["LinkSamples", "hop_chain", "measure_local_link"]
 
 #: seconds one whole benchmark may take on the workers before it is called stuck
 _TIMEOUT_S = 300.0
@@ -110,25 +110,29 @@ def _measure(src: str, dst: str, sizes: list[int], repeats: int,
 HOPS = 8
 
 
+def hop_chain(src: str, dst: str, elements: int, hops: int) -> Any:
+    """A compiled function that makes ``elements`` floats on ``src`` and passes them ``hops`` times between ``src``
+    and ``dst`` (each hop adds 1 on the receiving device, so nothing can be folded away); returns one element."""
+    import tensorflow as tf
+
+    @tf.function
+    def f(seed: tf.Tensor) -> tf.Tensor:
+        with tf.device(src):
+            t = tf.fill([elements], seed)
+        for h in range(hops):
+            with tf.device(dst if h % 2 == 0 else src):
+                t = t + 1.0
+        with tf.device(src):
+            return t[0]
+    return f
+
+
 def _hop_seconds(src: str, dst: str, nbytes: int, repeats: int) -> list[float]:
     """Per repeat, seconds of one hop of ``nbytes`` inside a compiled function (see the module docstring)."""
     import tensorflow as tf
 
     n = max(nbytes // 4, 1)
-
-    def chain(hops: int) -> Any:
-        @tf.function
-        def f(seed: tf.Tensor) -> tf.Tensor:
-            with tf.device(src):
-                t = tf.fill([n], seed)
-            for h in range(hops):
-                with tf.device(dst if h % 2 == 0 else src):
-                    t = t + 1.0
-            with tf.device(src):
-                return t[0]
-        return f
-
-    none, some = chain(0), chain(HOPS)
+    none, some = hop_chain(src, dst, n, 0), hop_chain(src, dst, n, HOPS)
     seed = tf.constant(1.0)
     for f in (none, some):
         for _ in range(2):  # trace, place and warm
