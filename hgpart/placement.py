@@ -239,10 +239,16 @@ class Placement:
                 owner[layer.name] = owner[layer.inputs[0]]
         return owner
 
-    def loss_part(self) -> int:
-        """The part that computes the loss: the one owning most of the output layer's channels (lowest on ties)."""
-        owner = self.channel_parts()[self.graph.output_layer.name]
-        return int(np.argmax(np.bincount(owner, minlength=self.k)))
+    def loss_part(self, owner: dict[str, np.ndarray] | None = None) -> int:
+        """The part that computes the loss: the one owning most of the output layer's channels (lowest on ties).
+        ``owner``: :meth:`channel_parts`, when the caller has it already."""
+        out = (owner if owner is not None else self.channel_parts())[self.graph.output_layer.name]
+        return int(np.argmax(np.bincount(out, minlength=self.k)))
+
+    def splits_piecewise(self, layer: Any) -> bool:
+        """Whether ``layer``, split over parts, can run as one piece per part (one pipeline stage each): not a kind
+        that reduces across parts inside the layer, nor a fine-grain (filter, channel) split."""
+        return layer.definition.piecewise and not (self.grain == "fine" and layer.definition.fine_split)
 
     def pipeline_stages(self) -> int:
         """How many pipeline stages the runtime cuts this placement into (:func:`pipeline_runs`), or 0 when it
@@ -254,11 +260,10 @@ class Placement:
             if layer.definition.role is Role.INPUT:
                 continue
             parts = np.unique(owner[layer.name]).tolist()
-            whole = not layer.definition.piecewise or (self.grain == "fine" and layer.definition.fine_split)
-            if len(parts) > 1 and whole:
+            if len(parts) > 1 and not self.splits_piecewise(layer):
                 return 0
             layers.append((layer.name, parts))
-        return len(pipeline_runs(layers, self.loss_part()))
+        return len(pipeline_runs(layers, self.loss_part(owner)))
 
     # ------------------------------------------------------------- validation
     def validate(self) -> None:

@@ -57,7 +57,7 @@ from hgpart.fileio import check_writable
 from hgpart.notes import HgpartNote
 from hgpart.placement import Placement, load_placement
 
-__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "PipelineChoice"]
+__all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "PipelineChoice", "inter_op_threads"]
 
 #: what a data argument may be: arrays (with y), checked data, or a ``--data`` value
 DataLike = Any
@@ -139,6 +139,12 @@ class _FitPlan:
         return self.inflight if self.inflight_given else None
 
 
+def inter_op_threads(k: int, inflight: int | None) -> int:
+    """Inter-op threads of each device: one more than the batches in flight asked for, or than the most the
+    default can be (K + 1, :func:`hgpart.placement.default_inflight`); at least 4."""
+    return max(4, (inflight or k + 1) + 1)
+
+
 class PartitionedModel:
     """A placement's model on its K devices, trained and used like a Keras model (see the module docstring)."""
 
@@ -198,7 +204,7 @@ class PartitionedModel:
                               fix="pass a number >= 1, or None for the default")
         init = check_init_weights(init_weights)
         check_pipeline(pipeline)
-        ds = device_set or open_devices(devices, pl.k, inter_op=max(4, int(inflight or pl.k + 1) + 1))
+        ds = device_set or open_devices(devices, pl.k, inter_op=inter_op_threads(pl.k, inflight))
         try:
             tf.config.set_soft_device_placement(False)
             model = keras_model if keras_model is not None else build_for_placement(pl, seed=seed)

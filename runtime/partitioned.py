@@ -130,8 +130,7 @@ class PlacedModel:
         self._plan_views()
         self._make_variables(keras_model)
         out = self.graph.output_layer
-        counts = np.bincount(self.owner[out.name], minlength=self.k)
-        self.loss_part = int(np.argmax(counts))
+        self.loss_part = placement.loss_part(self.owner)
         self.final_softmax = out.config.get("activation") == "softmax"
         self.compute = self._compute_fidelity()
 

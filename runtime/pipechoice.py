@@ -118,11 +118,17 @@ def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: i
         else:
             staged, why = _time_both(step, ds, stages, batch, slots)
     n = len(staged.stages) if staged is not None else 0
-    inflight = 1 if step.micro > 1 else slots or default_inflight(step.pm.k, n)
+    inflight = _window(step, slots, n)
     # the note is for a number asked for; the default's cap is deliberate (hgpart.placement.default_inflight)
     asked = slots is not None and step.micro == 1
     note = inflight_note(staged, inflight) if staged is not None and asked and inflight < n else ""
     return staged, PipelineChoice("stages" if staged is not None else "graph", n, why, note, inflight)
+
+
+def _window(step: MeteredStep, slots: int | None, stages: int) -> int:
+    """Batches in flight of ``step`` run through ``stages`` stages (0: as one function): 1 in sync mode (its
+    micro-batches flow together), else ``slots``, else the default."""
+    return 1 if step.micro > 1 else slots or default_inflight(step.pm.k, stages)
 
 
 def _build_stages(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Callable[[int], Any]) -> StagedStep:
@@ -138,9 +144,7 @@ def _time_both(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Calla
     """``auto`` on a short step: the stages if they ran faster than the whole-step function, and why. Each way
     runs ``slots`` batches in flight, or its own default."""
     B = step.batch_size
-    one = 1 if step.micro > 1 else 0
-    g_slots = one or slots or default_inflight(step.pm.k, 0)
-    s_slots = one or slots or default_inflight(step.pm.k, len(stages))
+    g_slots, s_slots = _window(step, slots, 0), _window(step, slots, len(stages))
     n = max(AUTO_TIMED_STEPS, 3 * max(g_slots, s_slots))
     fix = "run with --pipeline graph"
     try:

@@ -68,9 +68,7 @@ class Stage:
 
 def _pieceable(pm: PlacedModel, layer: Any) -> bool:
     """Whether ``layer`` can run as one piece per owning part (else it must sit on one part)."""
-    if len(pm.layout[layer.name]) <= 1:
-        return True
-    return layer.definition.piecewise and not pm.fine(layer)
+    return len(pm.layout[layer.name]) <= 1 or pm.pl.splits_piecewise(layer)
 
 
 def _deps(pm: PlacedModel, layer: Any, p: int, input_name: str) -> list[Piece]:

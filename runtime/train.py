@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hgpart.runtime.api import FitRow, History, PartitionedModel
+from hgpart.runtime.api import FitRow, History, PartitionedModel, inter_op_threads
 from hgpart.runtime.checkpoint import CheckpointSettings
 from hgpart.runtime.cluster import guarded
 from hgpart.runtime.data import DATASETS, Data, DataKind, DataSpec, load_data
@@ -314,8 +314,7 @@ def train(
     run = replace(run, init_weights=check_init_weights(init_weights))
     ckpt = CheckpointSettings.make(checkpoint_dir, every=checkpoint_every, resume=resume)
     check_pipeline(pipeline)
-    # one thread more than the batches in flight: the default may be K + 1 (hgpart.placement.default_inflight)
-    ds = device_set or open_devices(devices, pl.k, inter_op=max(4, (run.asked_inflight or pl.k + 1) + 1))
+    ds = device_set or open_devices(devices, pl.k, inter_op=inter_op_threads(pl.k, run.asked_inflight))
     try:
         train_data, val = _load(pl, run, ds.host)
         with PartitionedModel.from_placement(pl, keras_model, device_set=ds, optimizer=run.opt.name, lr=run.opt.lr,
