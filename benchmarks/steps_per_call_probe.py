@@ -71,7 +71,6 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
             missing, as 2 batches in flight) and its forward may run while step i - 1's backward does."""
             xs, ys = tf.split(x, n), tf.split(y, n)
             tv = pm.trainable
-            loss_dev = pm.devices[pm.loss_part]
 
             crossing: list[tuple[int, Any]] = []  # this step's views read on one part from pieces of another
             after: dict[int, list[Any]] = {}  # part -> the previous step's gradients of its crossing views
@@ -94,37 +93,24 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
                 pm.view = view  # type: ignore[method-assign]
 
             def forward(i: int) -> tuple[Any, Any, Any]:
-                bn: list = []
                 crossing.clear()
-                logits = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"fwd{i}")
-                with tf.device(loss_dev):
-                    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ys[i], logits=logits))
+                loss, stats = step.forward_loss(xs[i], ys[i], scope=f"fwd{i}_")
                 grads = tf.gradients(loss, [pv.var for pv in tv] + [v for _, v in crossing])
                 after.clear()
                 for (p, _), g in zip(crossing, grads[len(tv):], strict=True):
                     if g is not None:
                         after.setdefault(p, []).append(g)
-                return loss, grads[: len(tv)], bn
-
-            def update(grads: Any, bn: Any) -> None:
-                for j, (pv, g) in enumerate(zip(tv, grads, strict=True)):
-                    if g is not None:
-                        with tf.device(pm.devices[pv.part]):
-                            step._apply(pv, g, step.slots[j])
-                for dev, c in step.counters.items():
-                    with tf.device(dev):
-                        c.assign_add(1.0)
-                step._bn_updates([bn])
+                return loss, grads[: len(tv)], stats
 
             losses, pending = [], []
             for i in range(n):
                 loss, grads, bn = forward(i)
                 pending.append((grads, bn))
                 if len(pending) > lag:  # step i - lag's update, traced after step i's forward
-                    update(*pending.pop(0))
+                    step.update(*pending.pop(0))
                 losses.append(loss)
             for p in pending:
-                update(*p)
+                step.update(*p)
             return tf.stack(losses)
 
         fn = tf.function(pipelined if mode == "pipe" else body).get_concrete_function(

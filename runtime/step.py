@@ -118,6 +118,15 @@ class TrainStep:
     def _step(self, x: Any, y: Any) -> Any:
         import tensorflow as tf
 
+        loss, stats = self.forward_loss(x, y)
+        self.update(tf.gradients(loss, [pv.var for pv in self.pm.trainable]), stats)
+        return loss
+
+    def forward_loss(self, x: Any, y: Any, *, scope: str = "fwd") -> tuple[Any, list[list]]:
+        """The graph of the batch's forward passes (one per micro-batch, scopes ``<scope><i>``) and mean loss on the
+        loss device, with each micro-batch's BatchNorm statistics for :meth:`update`."""
+        import tensorflow as tf
+
         pm = self.pm
         loss_dev = pm.devices[pm.loss_part]
         with tf.device(pm.host), tf.name_scope("feed/split"):
@@ -126,16 +135,22 @@ class TrainStep:
         losses, stats = [], []
         for i in range(self.micro):
             bn: list = []
-            logits = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"fwd{i}")
+            logits = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"{scope}{i}")
             stats.append(bn)
             with tf.device(loss_dev), tf.name_scope("loss"):
                 ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ys[i], logits=logits)
                 losses.append(tf.reduce_mean(ce))
         with tf.device(loss_dev), tf.name_scope("loss"):
             loss = tf.add_n(losses) / float(self.micro) if self.micro > 1 else losses[0]
-        tvars = pm.trainable
-        grads = tf.gradients(loss, [pv.var for pv in tvars])
-        for i, (pv, g) in enumerate(zip(tvars, grads, strict=True)):
+        return loss, stats
+
+    def update(self, grads: list[Any], stats: list[list]) -> None:
+        """The graph of one optimizer update: ``grads`` (one per trainable variable, None for none) applied on each
+        variable's device, every device's step counter advanced, the BatchNorm moving statistics updated."""
+        import tensorflow as tf
+
+        pm = self.pm
+        for i, (pv, g) in enumerate(zip(pm.trainable, grads, strict=True)):
             if g is None:
                 continue
             with tf.device(pm.devices[pv.part]), tf.name_scope(f"update/{pv.layer}"):
@@ -144,7 +159,6 @@ class TrainStep:
             with tf.device(dev), tf.name_scope("update/step"):
                 c.assign_add(1.0)
         self._bn_updates(stats)
-        return loss
 
     def _apply(self, pv: PartVariable, g: Any, slots: list[Any]) -> None:
         """Keras 3's update formulas, on the variable's device."""
