@@ -77,6 +77,28 @@ def test_branching_layers_get_one_tensor_per_input() -> None:
     assert prof.quality is not None and prof.quality.step_ms is None and prof.quality.rounds == 1
 
 
+def test_a_layer_reading_the_images_is_timed_without_their_gradient() -> None:
+    """Training never needs the images' gradient: the first convolution's timed backward computes its kernel and
+    bias gradients only, the second's its input gradient too, as in the runtime's step."""
+    import keras
+
+    from hgpart.frontend import layer_graph_from_keras
+    from hgpart.profiler import _layer_timer
+
+    model = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Conv2D(4, 3, padding="same"),
+                              keras.layers.Conv2D(4, 3, padding="same")], name="two_convs")
+    graph = layer_graph_from_keras(model, name="two_convs")
+    images = frozenset(layer.name for layer in graph.layers if not layer.inputs)
+    grads = []
+    for layer, kl in zip(graph.layers[1:], model.layers, strict=True):
+        _, fwd_bwd, weights = _layer_timer(kl, layer, 2, images)
+        _, g = fwd_bwd()
+        grads.append([tuple(t.shape) for t in g])
+        assert len(weights) == 2
+    assert grads[0] == [(3, 3, 3, 4), (4,)]
+    assert grads[1] == [(2, 16, 16, 4), (3, 3, 4, 4), (4,)]
+
+
 def test_mismatching_profile_is_refused(tmp_path) -> None:
     graph = load_graph("minivgg")
     prof = analytic_profile(graph, 8)
