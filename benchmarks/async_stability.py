@@ -37,7 +37,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 def make_placement(folder: Path, batch_size: int, seed: int, kind: str = "coarse") -> Path:
     """``coarse``: a Mt-KaHyPar coarse K=2 placement (split layers: many pipeline stages); ``thirds``: the first and
-    last thirds of the layers on part 0, the middle on part 1 (three stages, as vgg16's coarse placements here)."""
+    last thirds of the layers on part 0, the middle on part 1 (three stages, as vgg16's coarse placements here);
+    ``layerwise``: whole layers, the exact min-max cut (two stages)."""
     import numpy as np
 
     from hgpart.hypergraph import build_hypergraph
@@ -60,8 +61,10 @@ def make_placement(folder: Path, batch_size: int, seed: int, kind: str = "coarse
             parts[b.start:b.stop] = 1 if n // 3 <= order[b.layer] < 2 * n // 3 else 0
         pl = Placement.from_vertex_parts(graph, hg, parts, k=2, method="manual", work=work)
         return Path(pl.save(target))
-    res = partition(hg, k=2, backend="mtkahypar", epsilon=0.05, seed=seed)
-    pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method="hypergraph", work=work)
+    backend = "layerwise" if kind == "layerwise" else "mtkahypar"
+    res = partition(hg, k=2, backend=backend, epsilon=0.05, seed=seed)
+    pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method="layerwise" if kind == "layerwise" else
+                                     "hypergraph", work=work)
     return Path(pl.save(target))
 
 
@@ -69,6 +72,7 @@ def one_run(path: Path, ds: Any, seed: int, args: argparse.Namespace) -> dict[st
     """One seeded async run, built and driven as :func:`hgpart.runtime.train.train` does, with ``--window``."""
     import numpy as np
     from hgpart.runtime.api import PartitionedModel
+    from hgpart.runtime.multistep import MultiStep, run_calls
     from hgpart.runtime.pipeline import run_slots, shuffled_batches
     from hgpart.runtime.stagepipe import run_staged
     from hgpart.runtime.train import check_settings, load_dataset
@@ -90,7 +94,9 @@ def one_run(path: Path, ds: Any, seed: int, args: argparse.Namespace) -> dict[st
     window = n if args.window < 0 else args.window  # stages: the window is the batches in flight (main checks)
     batches = shuffled_batches(x, y, batch_size=B, seed=seed)
     t0 = time.perf_counter()
-    if staged is None:
+    if isinstance(staged, MultiStep):  # calls of several steps, as PartitionedModel.fit makes them
+        rows = run_calls(staged, args.steps, batches, images_per_task=B)
+    elif staged is None:
         rows = run_slots([lambda bx, by: step.run(bx, by)[0]] * n, args.steps, batches, images_per_task=B,
                          window=window)
     else:
@@ -113,16 +119,17 @@ def main() -> None:
     ap.add_argument("--inflight", type=int, default=2, help="batches in flight (0: the runtime's default)")
     ap.add_argument("--window", type=int, default=-1,
                     help="staleness bound of the driver (0 = none; -1 = the batches in flight, the runtime's)")
-    ap.add_argument("--pipeline", choices=("graph", "stages"), default="graph",
-                    help="graph: one function per step on --inflight threads; stages: the stage pipeline")
-    ap.add_argument("--placement", choices=("coarse", "thirds"), default="coarse")
+    ap.add_argument("--pipeline", choices=("graph", "stages", "compiled"), default="graph",
+                    help="graph: one function per step on --inflight threads; stages: the stage pipeline; "
+                         "compiled: 16 steps per compiled call (losses in step order)")
+    ap.add_argument("--placement", choices=("coarse", "thirds", "layerwise"), default="coarse")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--limit", type=float, default=1.0)
     ap.add_argument("--out", default="benchmarks/results/async_stability/results.json")
     args = ap.parse_args()
-    if args.pipeline == "stages" and args.window >= 0:
-        ap.error("--window is the batches in flight with --pipeline stages: use --inflight")
+    if args.pipeline != "graph" and args.window >= 0:
+        ap.error(f"--window is the batches in flight with --pipeline {args.pipeline}: use --inflight")
     load_start = os.getloadavg()
     from hgpart.runtime.devices import open_devices
 

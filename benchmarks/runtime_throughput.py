@@ -65,7 +65,7 @@ MODELS = {"minivgg": (32, 32, 3), "minires": (32, 32, 3), "vgg16": (64, 64, 3), 
 PLACEMENTS_K2 = ("layerwise", "coarse", "fine")
 #: the placement name of the K=1 rows whose client is pinned to the worker's core
 PINNED = "+client"
-MODES = ("async", "async-graph", "async-stages", "sync", "sync-stages")
+MODES = ("async", "async-graph", "async-stages", "async-compiled", "sync", "sync-stages", "sync-compiled")
 
 
 def zoo_name(model: str) -> str:
@@ -182,7 +182,7 @@ def child(args: argparse.Namespace) -> None:
                 res = None
                 l0 = load()
                 asked = args.baseline_inflight if k == 1 else args.inflight
-                sync = mode.startswith("sync")  # sync and sync-stages
+                sync = mode.startswith("sync")  # sync, sync-stages and sync-compiled
                 inflight = args.sync_micro if sync else (asked or None)  # None: the runtime's default
                 pipeline = mode.split("-")[1] if "-" in mode else "auto"
                 for _ in range(args.repeats):
@@ -346,7 +346,7 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(MODES),
                     help="async and sync (pipeline auto: stages where they apply and a step is long enough), "
                          "async-graph (one function per step), async-stages and sync-stages (stages whatever the "
-                         "step's length)")
+                         "step's length), async-compiled and sync-compiled (16 steps per compiled call)")
     ap.add_argument("--inflight", type=int, default=2, help="batches in flight in async modes (0: the runtime's "
                     "default, one per stage through stages, else K)")
     ap.add_argument("--baseline-inflight", type=int, default=2,

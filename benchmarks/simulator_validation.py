@@ -103,11 +103,12 @@ def _hypergraph(path: str) -> Any:
 
 
 def ran_as(run: dict[str, Any]) -> str:
-    """How a measured model-parallel run ran its steps, ``stages`` or ``graph`` (runs recorded before compare-run
-    chose ran ``graph``); ``""`` for the other strategies."""
+    """How a measured model-parallel run ran its steps, ``stages``, ``compiled`` or ``graph`` (runs recorded before
+    compare-run chose ran ``graph``); ``""`` for the other strategies."""
     if not run.get("placement_path"):
         return ""
-    return "stages" if run.get("pipeline", "").startswith("stages") else "graph"
+    ran = run.get("pipeline", "")
+    return "stages" if ran.startswith("stages") else "compiled" if ran.startswith("compiled") else "graph"
 
 
 def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> float:
@@ -119,7 +120,7 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
         opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k, pipeline=SimPipeline.GRAPH)
         return simulate(_placement(placement), cluster, opts, hypergraph=_hypergraph(placement)).images_per_s
     mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
-    pipe = SimPipeline.STAGES if ran_as(run) == "stages" else SimPipeline.GRAPH
+    pipe = SimPipeline(ran_as(run))
     # async: the batches in flight the run recorded (runs before it was recorded ran K); sync: K micro-batches
     n = (run.get("inflight") or k) if mode is Mode.ASYNC else k
     opts = SimOptions(batch_size=B, mode=mode, inflight=n, pipeline=pipe)

@@ -17,7 +17,10 @@ if it stays, the time goes to the workers' own execution of the placed graph.
 variable in the order they were traced, so step i reads weights that miss step i - 1's update (at most one
 update missing: the runtime's bound for 2 batches in flight) and nothing else orders step i's forward after step
 i - 1's backward: on a layer-wise placement the first part can run the next batch's forward while the second
-runs this batch's backward, a compiled asynchronous pipeline with no client call between steps.
+runs this batch's backward, a compiled asynchronous pipeline with no client call between steps. ``--order 1f1b``
+makes each part read across parts only after computing the gradients it sends back for the previous step.
+The steps are built by the runtime's compiled pipeline, :class:`hgpart.runtime.multistep.MultiStep` (the results
+committed before it existed came from this probe's own copy of the same construction, without the accuracy).
 
 Each (K, N) runs in its own process, the configurations in turn for ``--rounds`` rounds: K = 1 is one worker pinned
 to one core, K = 2 two workers pinned one core each, the client unpinned. Prints images/s per round, E per round
@@ -45,9 +48,11 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
     """Time ``steps`` steps of ``n`` steps per call on K local workers; prints one RESULT line."""
     import numpy as np
     from hgpart.runtime.cluster import open_local
+    from hgpart.runtime.evaluation import MeteredStep
     from hgpart.runtime.modelsource import build_for_placement
+    from hgpart.runtime.multistep import MultiStep
     from hgpart.runtime.partitioned import PlacedModel
-    from hgpart.runtime.step import OptimizerSpec, TrainStep
+    from hgpart.runtime.step import OptimizerSpec
 
     from hgpart.placement import load_placement
 
@@ -58,71 +63,19 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
 
         tf.config.set_soft_device_placement(False)
         pm = PlacedModel(pl, build_for_placement(pl, seed=0), ds.devices, host=ds.host)
-        step = TrainStep(pm, OptimizerSpec("adam"), batch_size=batch)
-        shape = (n * batch, *pm.graph.input_shape)
-
-        def body(x: Any, y: Any) -> Any:
-            xs, ys = tf.split(x, n), tf.split(y, n)
-            return tf.stack([step._step(xs[i], ys[i]) for i in range(n)])
-
-        def pipelined(x: Any, y: Any) -> Any:
-            """Step i's forward is traced before step i - 1's update: TensorFlow orders the reads and writes of a
-            variable as traced, so step i reads the weights without step i - 1's update (at most one update
-            missing, as 2 batches in flight) and its forward may run while step i - 1's backward does."""
-            xs, ys = tf.split(x, n), tf.split(y, n)
-            tv = pm.trainable
-
-            crossing: list[tuple[int, Any]] = []  # this step's views read on one part from pieces of another
-            after: dict[int, list[Any]] = {}  # part -> the previous step's gradients of its crossing views
-            plain_view = pm.view
-
-            def view(vals: Any, views: Any, t: str, p: int) -> Any:
-                """``--order 1f1b``: a part's next forward reads across parts only after it computed the
-                gradients it sends back for the previous step, so that the other part never waits for them behind
-                this part's next forward (TensorFlow's executor has no priorities)."""
-                fresh = (t, p) not in views
-                v = plain_view(vals, views, t, p)
-                if fresh and any(q != p for q in vals[t].tensors):
-                    if after.get(p):
-                        with tf.device(pm.devices[p]), tf.control_dependencies(after[p]):
-                            v = views[(t, p)] = tf.identity(v)
-                    crossing.append((p, v))
-                return v
-
-            if order == "1f1b":
-                pm.view = view  # type: ignore[method-assign]
-
-            def forward(i: int) -> tuple[Any, Any, Any]:
-                crossing.clear()
-                loss, stats = step.forward_loss(xs[i], ys[i], scope=f"fwd{i}_")
-                grads = tf.gradients(loss, [pv.var for pv in tv] + [v for _, v in crossing])
-                after.clear()
-                for (p, _), g in zip(crossing, grads[len(tv):], strict=True):
-                    if g is not None:
-                        after.setdefault(p, []).append(g)
-                return loss, grads[: len(tv)], stats
-
-            losses, pending = [], []
-            for i in range(n):
-                loss, grads, bn = forward(i)
-                pending.append((grads, bn))
-                if len(pending) > lag:  # step i - lag's update, traced after step i's forward
-                    step.update(*pending.pop(0))
-                losses.append(loss)
-            for p in pending:
-                step.update(*p)
-            return tf.stack(losses)
-
-        fn = tf.function(pipelined if mode == "pipe" else body).get_concrete_function(
-            tf.TensorSpec(shape, tf.float32), tf.TensorSpec((n * batch,), tf.int32))
+        step = MeteredStep(pm, OptimizerSpec("adam"), batch_size=batch)
+        # seq: the N steps one after the other; pipe: step i's forward traced before step i - lag's update, in the
+        # executor's own order or (--order 1f1b) each part's cross-part reads after its previous gradients
+        ms = MultiStep(step, steps_per_call=n, inflight=lag + 1 if mode == "pipe" else 1, gated=order == "1f1b")
+        fn = ms.function(n)
         rng = np.random.default_rng(0)
-        x = rng.random(shape, dtype=np.float32)
+        x = rng.random((n * batch, *pm.graph.input_shape), dtype=np.float32)
         y = rng.integers(0, pm.graph.num_classes or 10, n * batch).astype(np.int32)
 
         def call() -> Any:
             with tf.device(pm.host):
                 xt, yt = tf.constant(x), tf.constant(y)
-            return fn(xt, yt).numpy()
+            return fn(xt, yt)[0].numpy()
 
         call()  # set-up: graph partitioning, registration on the workers
         call()

@@ -447,6 +447,11 @@ def pipeline_runs(layers: list[tuple[str, list[int]]], loss_part: int) -> list[t
     return runs
 
 
+#: training steps per call of the runtime's ``compiled`` pipeline when none are asked for (the runtime's
+#: :mod:`hgpart.runtime.multistep` and the simulator use it; ``benchmarks/results/steps_per_call/`` measured 4 and 16)
+STEPS_PER_CALL = 16
+
+
 def default_inflight(k: int, stages: int) -> int:
     """Async batches in flight when none are asked for: one per pipeline stage (``stages`` > 0), at most K + 1; K
     when steps run as one function per step (``stages`` = 0).

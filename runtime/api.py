@@ -43,12 +43,13 @@ from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import Evaluator, MeteredStep, Metrics
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
+from hgpart.runtime.multistep import STEPS_PER_CALL, MultiStep, call_sizes, run_calls
 from hgpart.runtime.partitioned import PlacedModel
-from hgpart.runtime.pipechoice import PipelineChoice, choose_pipeline
+from hgpart.runtime.pipechoice import PipelineChoice, Runner, choose_pipeline
 from hgpart.runtime.pipeline import StepRecord, run_slots
 from hgpart.runtime.progress import EpochMetrics, FitProgress
 from hgpart.runtime.stagepipe import run_staged
-from hgpart.runtime.stages import StagedStep, check_pipeline
+from hgpart.runtime.stages import check_pipeline
 from hgpart.runtime.step import OptimizerSpec
 from hgpart.runtime.strategy import Schedule
 
@@ -150,7 +151,7 @@ class PartitionedModel:
 
     def __init__(self, placement: Placement, keras_model: Any, placed: PlacedModel, device_set: DeviceSet, *,
                  optimizer: OptimizerSpec, seed: int = 0, inflight: int | None = None,
-                 owns_devices: bool = False, pipeline: str = "auto") -> None:
+                 owns_devices: bool = False, pipeline: str = "auto", steps_per_call: int = STEPS_PER_CALL) -> None:
         self.placement = placement
         self.keras_model = keras_model
         self.placed = placed
@@ -163,7 +164,9 @@ class PartitionedModel:
         self._step: MeteredStep | None = None
         self._evaluator: Evaluator | None = None
         self.pipeline = check_pipeline(pipeline)
-        self._staged: tuple[tuple[MeteredStep, int | None], StagedStep | None] | None = None
+        call_sizes(0, steps_per_call)
+        self.steps_per_call = int(steps_per_call)
+        self._staged: tuple[tuple[MeteredStep, int | None], Runner] | None = None
         #: how the last step given to :meth:`staged_step` runs (None before the first)
         self.pipeline_choice: PipelineChoice | None = None
 
@@ -171,7 +174,7 @@ class PartitionedModel:
     def from_placement(cls, placement: str | Path | Placement, keras_model: Any = None, *, devices: str = "logical",
                        device_set: DeviceSet | None = None, optimizer: str = "adam", lr: float = 1e-3, seed: int = 0,
                        inflight: int | None = None, init_weights: str | Path | None = None,
-                       pipeline: str = "auto") -> PartitionedModel:
+                       pipeline: str = "auto", steps_per_call: int = STEPS_PER_CALL) -> PartitionedModel:
         """Open the devices and place the model's weights on them.
 
         Args:
@@ -187,10 +190,12 @@ class PartitionedModel:
                 starting ones (checked before the devices open).
             pipeline: how steps run: ``stages`` (one compiled function per pipeline stage, 1F1B across stages,
                 async or sync: :mod:`hgpart.runtime.stages`; only for placements whose layers each sit on one
-                part), ``graph`` (one compiled multi-device function per step), or ``auto``
-                (``stages`` where it applies and either a step takes at least
-                :data:`~hgpart.runtime.pipechoice.STAGES_MIN_STEP_S` or they ran faster when both ways were timed:
-                :meth:`staged_step`).
+                part), ``graph`` (one compiled multi-device function per step), ``compiled`` (``steps_per_call``
+                steps per compiled call, pipelined inside it: :mod:`hgpart.runtime.multistep`), or ``auto``
+                (``stages`` where they apply when a step takes at least
+                :data:`~hgpart.runtime.pipechoice.STAGES_MIN_STEP_S`; on a shorter step, the way that ran fastest
+                when every way was timed: :meth:`staged_step`).
+            steps_per_call: training steps per call of the ``compiled`` pipeline.
 
         Raises:
             HgpartError: the placement, the model or the devices cannot be used.
@@ -204,6 +209,7 @@ class PartitionedModel:
                               fix="pass a number >= 1, or None for the default")
         init = check_init_weights(init_weights)
         check_pipeline(pipeline)
+        call_sizes(0, steps_per_call)
         ds = device_set or open_devices(devices, pl.k, inter_op=inter_op_threads(pl.k, inflight))
         try:
             tf.config.set_soft_device_placement(False)
@@ -216,7 +222,7 @@ class PartitionedModel:
                 ds.close()
             raise
         return cls(pl, model, placed, ds, optimizer=opt, seed=seed, inflight=inflight,
-                   owns_devices=device_set is None, pipeline=pipeline)
+                   owns_devices=device_set is None, pipeline=pipeline, steps_per_call=steps_per_call)
 
     # ------------------------------------------------------------------------------------------- data
     def data(self, x: DataLike, y: np.ndarray | None = None, *, where: str = "x") -> Data:
@@ -308,16 +314,18 @@ class PartitionedModel:
         self._step = step
         return step
 
-    def staged_step(self, step: MeteredStep, window: int | None = None) -> StagedStep | None:
-        """The stage pipeline of ``step`` (made once per step and window, warmed up), or None when steps run as
-        one function: :func:`hgpart.runtime.pipechoice.choose_pipeline` with this model's ``pipeline``, its
+    def staged_step(self, step: MeteredStep, window: int | None = None) -> Runner:
+        """What runs ``step`` (made once per step and window, warmed up): its stage pipeline, a
+        :class:`~hgpart.runtime.multistep.MultiStep`, or None when steps run as one function:
+        :func:`hgpart.runtime.pipechoice.choose_pipeline` with this model's ``pipeline``, its
         choice kept in :attr:`pipeline_choice` (whose ``inflight`` is the batches in flight to run with).
         ``window``: async batches in flight; None: the model's ``inflight`` if one was given, else the default of
         the way chosen."""
         slots = 1 if step.micro > 1 else (window or (self.inflight if self._inflight_given else None))
         if self._staged is not None and self._staged[0] == (step, slots):
             return self._staged[1]
-        staged, self.pipeline_choice = choose_pipeline(step, self.device_set, pipeline=self.pipeline, slots=slots)
+        staged, self.pipeline_choice = choose_pipeline(step, self.device_set, pipeline=self.pipeline, slots=slots,
+                                                       steps_per_call=self.steps_per_call)
         if self.pipeline_choice.note:
             warnings.warn(HgpartNote(self.pipeline_choice.note), stacklevel=2)
         self._staged = ((step, slots), staged)
@@ -535,13 +543,16 @@ class _EpochLoop:
     def _run_part(self, seg: Segment) -> list[FitRow]:
         ds, plan = self.pm.device_set, self.plan
         self.segment = seg
-        self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
-                                   steps=seg.steps, host=ds.host)
         staged = self.pm.staged_step(self.step, plan.window)
+        group = staged.steps_per_call if isinstance(staged, MultiStep) else 1  # read as the calls take them
+        self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
+                                   steps=seg.steps, host=ds.host, group=group)
         assert self.pm.pipeline_choice is not None
         slots = self.pm.pipeline_choice.inflight
         micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
         fix = "check the devices (a worker may have died) and the placement"
+        if isinstance(staged, MultiStep):  # each size of call this part makes is traced and placed untimed
+            guarded(ds, staged.warm, staged.sizes(seg.steps))
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             recs = self._drive(seg, staged, slots, micro, fix)
@@ -553,13 +564,11 @@ class _EpochLoop:
         self.done += len(recs)
         return rows
 
-    def _drive(self, seg: Segment, staged: StagedStep | None, slots: int, micro: int, fix: str) -> list[StepRecord]:
-        """Run the segment's steps through the stages or the step-function slots; one record per step."""
+    def _drive(self, seg: Segment, staged: Runner, slots: int, micro: int, fix: str) -> list[StepRecord]:
+        """Run the segment's steps through the stages, the compiled calls or the step-function slots; one record
+        per step."""
         ds, plan, feed = self.pm.device_set, self.plan, self.feed
         assert feed is not None
-        if staged is None:
-            return guarded(ds, run_slots, [self._slot] * slots, seg.steps, lambda i: (seg.start + i,),
-                           images_per_task=plan.batch_size, on_step=self._finished, fix=fix)
 
         def task(i: int) -> tuple[Any, Any]:
             return feed(seg.start + i)
@@ -567,5 +576,11 @@ class _EpochLoop:
         def metric(i: int, acc: float) -> None:
             self.accuracy[seg.start + i] = acc
 
+        if isinstance(staged, MultiStep):
+            return guarded(ds, run_calls, staged, seg.steps, task, images_per_task=plan.batch_size,
+                           on_step=self._finished, on_metrics=metric, fix=fix)
+        if staged is None:
+            return guarded(ds, run_slots, [self._slot] * slots, seg.steps, lambda i: (seg.start + i,),
+                           images_per_task=plan.batch_size, on_step=self._finished, fix=fix)
         return guarded(ds, run_staged, staged, seg.steps, task, images_per_task=plan.batch_size, window=slots,
                        micro=micro, on_step=self._finished, on_metrics=metric, fix=fix)

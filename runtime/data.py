@@ -136,8 +136,10 @@ class Data(ABC):
         """The batch of training step ``step``."""
         return self.read(self.step_rows(step, batch_size, seed))
 
-    def feed(self, *, batch_size: int, seed: int, start_step: int, steps: int, host: str = "/CPU:0") -> StepFeed:
-        """Steps ``start_step .. start_step + steps - 1`` through a prefetching ``tf.data`` pipeline on ``host``."""
+    def feed(self, *, batch_size: int, seed: int, start_step: int, steps: int, host: str = "/CPU:0",
+             group: int = 1) -> StepFeed:
+        """Steps ``start_step .. start_step + steps - 1`` through a prefetching ``tf.data`` pipeline on ``host``,
+        read ``group`` steps at a time (see :class:`StepFeed`)."""
         import tensorflow as tf
 
         def one(i: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -146,8 +148,8 @@ class Data(ABC):
         with tf.device(host):
             ds = tf.data.Dataset.range(start_step, start_step + steps).map(
                 lambda i: tf.numpy_function(one, [i], (tf.float32, tf.int32), stateful=False),
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
-            return StepFeed(iter(ds), start_step, where=self.where)
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            return StepFeed.grouped(ds, start_step, group, where=self.where)
 
     def eval_batches(self, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Every sample once, in order, in batches of ``batch_size`` (the last one may be smaller)."""
@@ -165,12 +167,18 @@ class StepFeed:
     that read its batch itself would therefore wait for the other threads' calls, and the pipeline would run one
     call at a time. The pipeline hands out step indices in order and each thread asks for its batch at once, so
     batches read ahead of their thread wait in the buffer.
+
+    ``group`` > 1: each item of the iterator holds the batches of ``group`` consecutive steps (the last may hold
+    fewer), stacked on a new first axis: one ``next()``, and one wait for the process's calls, per ``group`` steps,
+    for the compiled pipeline, which runs that many steps per call (:mod:`hgpart.runtime.multistep`).
     """
 
-    def __init__(self, batches: Iterator[Any], start_step: int, *, where: str = "--data", ahead: int = 4) -> None:
+    def __init__(self, batches: Iterator[Any], start_step: int, *, where: str = "--data", ahead: int = 4,
+                 group: int = 1) -> None:
         self._it = batches
         self.where = where
-        self._ahead = max(1, int(ahead))
+        self._group = max(1, int(group))
+        self._ahead = max(1, int(ahead), 2 * self._group)
         self._next = int(start_step)  # the next step the reader reads
         self._asked = int(start_step)  # one past the highest step asked for
         self._ready: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -205,9 +213,24 @@ class StepFeed:
                     self._cond.notify_all()
                 return
             with self._cond:
-                self._ready[step] = (np.asarray(x), np.asarray(y))
-                self._next = step + 1
+                if self._group > 1:
+                    xs, ys = np.asarray(x), np.asarray(y)
+                    for j in range(len(ys)):
+                        self._ready[step + j] = (xs[j], ys[j])
+                    self._next = step + len(ys)
+                else:
+                    self._ready[step] = (np.asarray(x), np.asarray(y))
+                    self._next = step + 1
                 self._cond.notify_all()
+
+    @classmethod
+    def grouped(cls, ds: Any, start_step: int, group: int, *, where: str) -> StepFeed:
+        """A feed of the ``tf.data`` dataset ``ds`` of one item per step, read ``group`` steps at a time."""
+        import tensorflow as tf
+
+        if group > 1:
+            ds = ds.batch(group)
+        return cls(iter(ds.prefetch(tf.data.AUTOTUNE)), start_step, where=where, group=group)
 
     def __call__(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         with self._cond:
@@ -351,7 +374,8 @@ class ImageFolderData(Data):
             (0, *self.input_shape), np.float32)
         return x.astype(np.float32), self.labels[idx].astype(np.int32)
 
-    def feed(self, *, batch_size: int, seed: int, start_step: int, steps: int, host: str = "/CPU:0") -> StepFeed:
+    def feed(self, *, batch_size: int, seed: int, start_step: int, steps: int, host: str = "/CPU:0",
+             group: int = 1) -> StepFeed:
         import tensorflow as tf
 
         rows = np.concatenate([self.step_rows(i, batch_size, seed) for i in range(start_step, start_step + steps)])
@@ -359,7 +383,7 @@ class ImageFolderData(Data):
         with tf.device(host):
             labels = tf.data.Dataset.from_tensor_slices(self.labels[idx].astype(np.int32))
             ds = tf.data.Dataset.zip((self._images(self.paths[idx]), labels)).batch(batch_size)
-            return StepFeed(iter(ds.prefetch(tf.data.AUTOTUNE)), start_step, where=self.where)
+            return StepFeed.grouped(ds, start_step, group, where=self.where)
 
     def check_readable(self) -> None:
         """Decode every image once; the first that cannot be decoded is one HgpartError naming it."""

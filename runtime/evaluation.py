@@ -8,9 +8,9 @@ Usage::
     ev.evaluate(val.eval_batches(64))      # Metrics(loss=..., accuracy=...) in inference mode
     ev.predict(batches)                    # probabilities (or logits when the model has no final softmax)
 
-The metered step is :class:`~hgpart.runtime.step.TrainStep` with its forward pass observed: the logits of
-every micro-batch are kept while the step's graph is traced, and the compiled function also returns the
-fraction of the batch whose arg-max equals the label, computed on the loss device beside the cross-entropy.
+The metered step is :class:`~hgpart.runtime.step.TrainStep` whose compiled function also returns the fraction of
+the batch whose arg-max equals the label (every micro-batch's logits), computed on the loss device beside the
+cross-entropy.
 Keras's ``accuracy`` in ``fit`` is the same figure (mean over the epoch's batches).
 """
 
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from hgpart.runtime.partitioned import PlacedModel
-from hgpart.runtime.step import OptimizerSpec, TrainStep
+from hgpart.runtime.step import Forward, TrainStep
 
 __all__ = ["Metrics", "MeteredStep", "Evaluator"]
 
@@ -35,41 +35,24 @@ class Metrics:
     accuracy: float
 
 
-class _LogitsTap:
-    """Stands in for the placed model inside :class:`TrainStep`, keeping the logits each forward pass builds."""
-
-    def __init__(self, pm: PlacedModel) -> None:
-        self.placed = pm
-        self.logits: list[Any] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.placed, name)
-
-    def forward(self, x: Any, **kwargs: Any) -> Any:
-        out = self.placed.forward(x, **kwargs)
-        self.logits.append(out)
-        return out
-
-
 class MeteredStep(TrainStep):
     """A training step returning ``(loss, accuracy)`` of the batch (see the module docstring)."""
-
-    def __init__(self, pm: PlacedModel, opt: OptimizerSpec, *, batch_size: int, micro_batches: int = 1) -> None:
-        self._tap = _LogitsTap(pm)
-        super().__init__(cast(PlacedModel, self._tap), opt, batch_size=batch_size, micro_batches=micro_batches)
-        self.pm = pm  # the graph is traced; later readers (traffic, traces) see the placed model itself
 
     def _step(self, x: Any, y: Any) -> Any:
         import tensorflow as tf
 
-        self._tap.logits.clear()
-        loss = super()._step(x, y)
-        ys = tf.split(y, self.micro) if self.micro > 1 else [y]
+        f = self.forward_loss(x, y)
+        self.update(tf.gradients(f.loss, [pv.var for pv in self.pm.trainable]), f.stats)
+        return f.loss, self.accuracy(f)
+
+    def accuracy(self, f: Forward) -> Any:
+        """The graph of the fraction of the batch of ``f`` whose arg-max equals the label, on the loss device."""
+        import tensorflow as tf
+
         with tf.device(self.pm.devices[self.pm.loss_part]), tf.name_scope("loss/accuracy"):
             hits = [tf.reduce_sum(tf.cast(tf.equal(tf.argmax(lg, axis=-1, output_type=tf.int32), yy), tf.float32))
-                    for lg, yy in zip(self._tap.logits, ys, strict=True)]
-            acc = tf.add_n(hits) / float(self.batch_size)
-        return loss, acc
+                    for lg, yy in zip(f.logits, f.labels, strict=True)]
+            return tf.add_n(hits) / float(self.batch_size)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         """One training step on ``x, y``: the batch's loss and accuracy (both before the update)."""

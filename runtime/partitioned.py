@@ -54,7 +54,7 @@ from hgpart.kinds.rects import rectangles
 from hgpart.layergraph import Layer
 from hgpart.placement import Placement
 
-__all__ = ["PlacedModel", "PartVariable", "rectangles", "check_keras_model"]
+__all__ = ["PlacedModel", "PartVariable", "CrossGate", "rectangles", "check_keras_model"]
 
 
 def check_keras_model(pl: Placement, keras_model: Any, *, where: str = "placement vs Keras model") -> None:
@@ -97,6 +97,41 @@ class _Split:
     tensors: dict[int, Any]
     index: dict[int, np.ndarray]
     channels: int  # channels of the tensor (position -> channel is pos % channels)
+
+
+class CrossGate:
+    """Orders the cross-part reads of a forward pass after given work on the reading part (1F1B in one graph).
+
+    While a forward is built with a gate (``PlacedModel.forward(..., gate=g)``), every view that part ``p`` reads
+    with columns owned by another part waits (control dependencies, on ``p``'s device) for the tensors
+    ``g.wait[p]``, and is recorded in ``g.views`` as ``(p, view)``. Why: TensorFlow's executor runs ready ops in
+    no set order, so when several training steps are traced into one function a part may run the next batch's
+    forward before the gradient another part waits for. Setting ``wait[p]`` to the gradients of the previous
+    step's recorded views (which ``p`` computes and sends back) gives each part PipeDream's one-backward-then-
+    one-forward order (:mod:`hgpart.runtime.multistep`).
+    """
+
+    def __init__(self) -> None:
+        self.wait: dict[int, list[Any]] = {}
+        self.views: list[tuple[int, Any]] = []
+
+    def gated(self, p: int, view: Any, device: str) -> Any:
+        """``view`` (read on part ``p`` from another part) after ``wait[p]``; recorded in :attr:`views`."""
+        import tensorflow as tf
+
+        if self.wait.get(p):
+            with tf.device(device), tf.control_dependencies(self.wait[p]):
+                view = tf.identity(view)
+        self.views.append((p, view))
+        return view
+
+
+class _Views(dict):
+    """The views one forward pass made, by (tensor, part), and the :class:`CrossGate` its cross-part reads obey."""
+
+    def __init__(self, gate: CrossGate | None = None) -> None:
+        super().__init__()
+        self.gate = gate
 
 
 def _np_keras_weights(keras_layer: Any, layer: Layer) -> dict[str, np.ndarray]:
@@ -281,16 +316,18 @@ class PlacedModel:
         return out
 
     # ------------------------------------------------------------------ forward
-    def forward(self, x: Any, *, training: bool, bn_stats: list | None = None, scope: str = "fwd") -> Any:
+    def forward(self, x: Any, *, training: bool, bn_stats: list | None = None, scope: str = "fwd",
+                gate: CrossGate | None = None) -> Any:
         """Build the partitioned forward pass of batch ``x`` (on the host); returns the logits on the loss device.
 
         ``bn_stats`` (training only) collects ``(PartVariable mean, PartVariable var, batch mean, batch var,
         momentum)`` so the caller applies the moving-statistics updates once per step in a fixed order.
+        ``gate``: the order of this pass's cross-part reads (:class:`CrossGate`).
         """
         import tensorflow as tf
 
         vals: dict[str, _Split] = {}
-        views: dict[tuple[str, int], Any] = {}
+        views = _Views(gate)
         for layer in self.graph.layers:
             with tf.name_scope(f"{scope}/{layer.name}" if layer.inputs else "feed/input"):
                 vals[layer.name] = self._layer(layer, x, vals, views, training, bn_stats, scope)
@@ -304,7 +341,8 @@ class PlacedModel:
         return logits
 
     def view(self, vals: dict[str, _Split], views: dict, t: str, p: int) -> Any:
-        """The view of tensor ``t`` on part ``p`` (cached: each column crosses to ``p`` once)."""
+        """The view of tensor ``t`` on part ``p`` (cached: each column crosses to ``p`` once); a view with columns
+        from another part obeys the forward pass's :class:`CrossGate`, if it has one."""
         import tensorflow as tf
 
         key = (t, p)
@@ -312,7 +350,7 @@ class PlacedModel:
             return views[key]
         chans = self.view_channels[key]
         src = vals[t]
-        pieces = []
+        pieces, remote = [], False
         for q in sorted(src.tensors):
             idx = src.index[q]
             sel = np.flatnonzero(np.isin(idx % src.channels, chans))
@@ -321,8 +359,12 @@ class PlacedModel:
             with tf.device(self.devices[q]):
                 piece = tfops.take_channels(src.tensors[q], sel)
             pieces.append(piece)
+            remote = remote or q != p
         with tf.device(self.devices[p]):
             view = tf.concat(pieces, axis=-1) if len(pieces) > 1 else tf.identity(pieces[0])
+        gate = getattr(views, "gate", None)
+        if gate is not None and remote:
+            view = gate.gated(p, view, self.devices[p])
         views[key] = view
         return view
 

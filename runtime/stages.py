@@ -38,8 +38,8 @@ from hgpart.placement import pipeline_runs
 
 __all__ = ["PIPELINES", "Piece", "Stage", "StagedStep", "check_pipeline", "plan_stages"]
 
-#: how asynchronous steps run (see :meth:`hgpart.runtime.api.PartitionedModel.from_placement`)
-PIPELINES = ("auto", "stages", "graph")
+#: how training steps run (see :meth:`hgpart.runtime.api.PartitionedModel.from_placement`)
+PIPELINES = ("auto", "stages", "graph", "compiled")
 
 
 def check_pipeline(pipeline: str) -> str:

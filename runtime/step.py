@@ -34,12 +34,12 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
-from hgpart.runtime.partitioned import PartVariable, PlacedModel
+from hgpart.runtime.partitioned import CrossGate, PartVariable, PlacedModel
 
 from hgpart.errors import HgpartError
 from hgpart.kinds.tfops import fused_adam
 
-__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "OPTIMIZERS", "apply_update", "restoring"]
+__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "Forward", "OPTIMIZERS", "apply_update", "restoring"]
 
 
 class Optimizer(Enum):
@@ -88,6 +88,17 @@ class OptimizerSpec:
         return keras.optimizers.SGD(self.lr, momentum=self.momentum)
 
 
+@dataclass(frozen=True)
+class Forward:
+    """The graph of one batch's forward passes (:meth:`TrainStep.forward_loss`): its mean loss, and per micro-batch
+    the BatchNorm statistics (for :meth:`TrainStep.update`), the logits and the labels."""
+
+    loss: Any
+    stats: list[list]
+    logits: list[Any]
+    labels: list[Any]
+
+
 class TrainStep:
     """A compiled training step over the partitioned model (see the module docstring)."""
 
@@ -118,13 +129,14 @@ class TrainStep:
     def _step(self, x: Any, y: Any) -> Any:
         import tensorflow as tf
 
-        loss, stats = self.forward_loss(x, y)
-        self.update(tf.gradients(loss, [pv.var for pv in self.pm.trainable]), stats)
-        return loss
+        f = self.forward_loss(x, y)
+        self.update(tf.gradients(f.loss, [pv.var for pv in self.pm.trainable]), f.stats)
+        return f.loss
 
-    def forward_loss(self, x: Any, y: Any, *, scope: str = "fwd") -> tuple[Any, list[list]]:
+    def forward_loss(self, x: Any, y: Any, *, scope: str = "fwd", gate: CrossGate | None = None) -> Forward:
         """The graph of the batch's forward passes (one per micro-batch, scopes ``<scope><i>``) and mean loss on the
-        loss device, with each micro-batch's BatchNorm statistics for :meth:`update`."""
+        loss device, with each micro-batch's logits and BatchNorm statistics (for :meth:`update`). ``gate``: the
+        order of the passes' cross-part reads (:class:`~hgpart.runtime.partitioned.CrossGate`)."""
         import tensorflow as tf
 
         pm = self.pm
@@ -132,17 +144,18 @@ class TrainStep:
         with tf.device(pm.host), tf.name_scope("feed/split"):
             xs = tf.split(x, self.micro) if self.micro > 1 else [x]
             ys = tf.split(y, self.micro) if self.micro > 1 else [y]
-        losses, stats = [], []
+        losses, stats, logits = [], [], []
         for i in range(self.micro):
             bn: list = []
-            logits = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"{scope}{i}")
+            lg = pm.forward(xs[i], training=True, bn_stats=bn, scope=f"{scope}{i}", gate=gate)
             stats.append(bn)
+            logits.append(lg)
             with tf.device(loss_dev), tf.name_scope("loss"):
-                ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ys[i], logits=logits)
+                ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ys[i], logits=lg)
                 losses.append(tf.reduce_mean(ce))
         with tf.device(loss_dev), tf.name_scope("loss"):
             loss = tf.add_n(losses) / float(self.micro) if self.micro > 1 else losses[0]
-        return loss, stats
+        return Forward(loss, stats, logits, ys)
 
     def update(self, grads: list[Any], stats: list[list]) -> None:
         """The graph of one optimizer update: ``grads`` (one per trainable variable, None for none) applied on each

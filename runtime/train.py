@@ -51,6 +51,7 @@ from hgpart.runtime.data import DATASETS, Data, DataKind, DataSpec, load_data
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights
+from hgpart.runtime.multistep import STEPS_PER_CALL, call_sizes
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
 from hgpart.runtime.stages import check_pipeline
 from hgpart.runtime.step import OptimizerSpec, restoring
@@ -297,6 +298,7 @@ def train(
     checkpoint_every: int = 0,
     resume: bool = False,
     pipeline: str = "auto",
+    steps_per_call: int = STEPS_PER_CALL,
 ) -> TrainResult:
     """Train the placement's model on ``devices`` (see the module docstring); returns what was measured.
 
@@ -314,12 +316,14 @@ def train(
     run = replace(run, init_weights=check_init_weights(init_weights))
     ckpt = CheckpointSettings.make(checkpoint_dir, every=checkpoint_every, resume=resume)
     check_pipeline(pipeline)
+    call_sizes(0, steps_per_call)
     ds = device_set or open_devices(devices, pl.k, inter_op=inter_op_threads(pl.k, run.asked_inflight))
     try:
         train_data, val = _load(pl, run, ds.host)
         with PartitionedModel.from_placement(pl, keras_model, device_set=ds, optimizer=run.opt.name, lr=run.opt.lr,
                                              seed=run.seed, inflight=run.asked_inflight,
-                                             init_weights=run.init_weights, pipeline=pipeline) as pm:
+                                             init_weights=run.init_weights, pipeline=pipeline,
+                                             steps_per_call=steps_per_call) as pm:
             return _train_on(pm, run, train_data, val, ckpt)
     finally:
         if device_set is None:

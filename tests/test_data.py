@@ -26,6 +26,16 @@ def _npz(tmp: Path, name: str = "d.npz", compressed: bool = False, **arrays: np.
     return path
 
 
+def _folder_data(tmp: Path) -> ImageFolderData:
+    """A folder of 3 classes x 20 small images, loaded."""
+    for c in range(3):
+        for i in range(20):
+            _png(tmp / "imgs" / f"c{c}" / f"{i}.png", 20 * c + i)
+    data = load_data(tmp / "imgs", input_shape=SHAPE, num_classes=3, seed=1)
+    assert isinstance(data, ImageFolderData)
+    return data
+
+
 def _png(path: Path, value: int, size: tuple[int, int] = (6, 10)) -> None:
     import tensorflow as tf
 
@@ -92,6 +102,23 @@ def test_the_feed_reads_ahead_in_its_own_thread_and_names_the_step_that_failed()
     with pytest.raises(HgpartError, match="cannot read the batch of step 15: OSError: disk gone"):
         feed(15)
     feed.close()
+
+
+def test_a_grouped_feed_hands_out_the_same_batches_read_several_steps_at_a_time(tmp_path: Path) -> None:
+    """The compiled pipeline reads its calls' batches ``group`` steps per ``next()``: the same batch for every step
+    as one step at a time, from arrays and from an image folder, the last group short."""
+    x, y = _arrays(60)
+    for data in (ArrayData(x, y, where="x"), _folder_data(tmp_path)):
+        one = data.feed(batch_size=4, seed=3, start_step=5, steps=11)
+        four = data.feed(batch_size=4, seed=3, start_step=5, steps=11, group=4)
+        for i in range(5, 16):
+            a, b = one(i), four(i)
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
+        with pytest.raises(HgpartError, match="no batch for step 16"):
+            four(16)
+        one.close()
+        four.close()
 
 
 def test_validation_split_keeps_the_last_samples_as_keras_does() -> None:

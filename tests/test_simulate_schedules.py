@@ -80,6 +80,29 @@ def test_two_stage_pipeline_with_two_batches_in_flight() -> None:
     assert times[1].comm_s == 2.0  # four 0.5 s transfers, none overlapping
 
 
+def test_compiled_pipeline_calls_drain_their_window_and_cost_one_call_each() -> None:
+    # steps_per_call 2, call 0.25: call 0 [0, 0.25], then jobs 0 and 1 run as in the two-stage test above shifted
+    # by 0.25 (ends 8.5, 10.75); call 1 waits for both, [10.75, 11], and jobs 2 and 3 repeat them from 11
+    wl = ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.ASYNC, inflight=2,
+                       call_s=0.25, steps_per_call=2)
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=4)
+    t = _by_name(eng)
+    assert (t["call 0 (b0..)"].start, t["call 0 (b0..)"].end) == (0.0, 0.25)
+    assert (t["call 1 (b2..)"].start, t["call 1 (b2..)"].end) == (10.75, 11.0)
+    assert (t["fwd s0 b1"].start, t["fwd s0 b3"].start) == (1.25, 12.0)
+    assert run.ends == [8.5, 10.75, 19.25, 21.5]
+    assert sum(task.kind is TaskKind.CALL for task in eng.tasks) == 2
+
+
+def test_a_single_device_with_several_steps_per_call_pays_one_call_per_call() -> None:
+    wl = SingleDevice(1.0, 2.0, 0.5, 8, FixedLinks(0.25, 128.0), call_s=0.25, steps_per_call=2)
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=4)
+    assert run.ends == [3.75, 7.25, 11.0, 14.5]
+    assert [task.name for task in eng.tasks if task.kind is TaskKind.CALL] == ["call b0", "call b2"]
+
+
 def test_sync_micro_batches_wait_for_each_other_before_the_update() -> None:
     # 2 micro-batches, one step; same template (its times are per micro-batch)
     # dev0: F0_a [0,1] F0_b [1,2]; dev1: F1_a [1.5,2.5] F1_b [2.5,3.5] B1_a [3.5,5.5] B1_b [5.5,7.5]

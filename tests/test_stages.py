@@ -4,6 +4,8 @@ two batches in flight it makes exactly one update per batch and learns; ``graph`
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hgpart.runtime.api import PartitionedModel
@@ -190,9 +192,10 @@ def test_an_unknown_pipeline_is_refused_before_the_devices_open() -> None:
         PartitionedModel.from_placement(_placement("minivgg"), devices="local", pipeline="fast")
 
 
-def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``auto`` on a step shorter than STAGES_MIN_STEP_S: both ways are timed, the faster runs, the choice and its
-    timings are reported, and no timing step's update is kept; a way made slow on purpose loses."""
+def test_auto_times_a_short_step_every_way_and_runs_the_fastest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` on a step shorter than STAGES_MIN_STEP_S: the whole-step function, the stages and the compiled calls
+    are timed, the fastest runs, the choice and its timings are reported, and no timing step's update is kept;
+    ways made slow on purpose lose."""
     import time
 
     from hgpart.runtime import pipechoice
@@ -201,8 +204,9 @@ def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pyte
     pl = _placement("minivgg")
     _, losses, pm = _fit(pl, "auto", 2, 4)
     choice = pm.pipeline_choice
-    assert choice is not None and choice.kind in ("stages", "graph") and "auto timed 8 steps" in choice.why
-    assert (pm._staged[1] is not None) == (choice.kind == "stages")  # type: ignore[index]
+    assert choice is not None and "auto timed at least 8 steps each way: " in choice.why
+    assert all(f"{way} " in choice.why for way in ("stages", "graph", "compiled"))
+    assert choice.why.split(": ")[1].split(" ")[0] == choice.kind  # the fastest timed is the one that runs
     assert len(losses) == 4
     counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
     assert counters == [4.0] * len(counters)  # the timing steps' updates were undone
@@ -213,32 +217,42 @@ def test_auto_times_a_short_step_both_ways_and_runs_the_faster(monkeypatch: pyte
     def slow_stages(staged: object, n: int, task: object, **kwargs: object) -> object:  # every batch 50 ms later
         return real_stages(staged, n, lambda i: (time.sleep(0.05), task(i))[1], **kwargs)  # type: ignore[operator]
 
-    real_slots, real_stages = pipechoice.run_slots, pipechoice.run_staged
-    for name, slow, winner in (("run_staged", slow_stages, "graph"), ("run_slots", slow_slots, "stages")):
+    def slow_calls(self: Any, x: object, y: Any) -> object:  # every call 50 ms a step slower
+        time.sleep(0.05 * len(y) / self.step.batch_size)
+        return real_run(self, x, y)
+
+    real_slots, real_stages, real_run = pipechoice.run_slots, pipechoice.run_staged, pipechoice.MultiStep.run
+    slowed = {"run_slots": slow_slots, "run_staged": slow_stages, "run": slow_calls}
+    for fast, winner in (("run_slots", "graph"), ("run_staged", "stages"), ("run", "compiled")):
         with monkeypatch.context() as m:
-            m.setattr(pipechoice, name, slow)
+            for name, slow in slowed.items():
+                if name != fast:
+                    m.setattr(pipechoice.MultiStep if name == "run" else pipechoice, name, slow)
             _, losses, pm = _fit(pl, "auto", 2, 2)
         assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == winner, pm.pipeline_choice
         assert (pm._staged[1] is None) == (winner == "graph")  # type: ignore[index]
         assert len(losses) == 2
         counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
         assert counters == [2.0] * len(counters)
-    assert pm.pipeline_choice.describe().startswith("stages (2), 2 batches in flight: auto timed 8 steps: stages ")
+        if winner == "stages":
+            assert pm.pipeline_choice.describe().startswith("stages (2), 2 batches in flight: auto timed at least "
+                                                            "8 steps each way: stages ")
     _, _, pm = _fit(pl, "graph", 2, 2)
     assert pm.pipeline_choice is not None and pm.pipeline_choice.describe().endswith("--pipeline graph")
 
 
-def test_auto_falls_back_to_one_function_when_the_stages_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_falls_back_to_one_function_when_the_other_ways_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     from hgpart.runtime import pipechoice
 
     def broken(*args: object, **kwargs: object) -> object:
         raise ValueError("no stages here")
 
     monkeypatch.setattr(pipechoice, "STAGES_MIN_STEP_S", 1e9)
-    monkeypatch.setattr(pipechoice, "StagedStep", broken)
+    monkeypatch.setattr(pipechoice, "_build_stages", broken)
+    monkeypatch.setattr(pipechoice, "_build_compiled", broken)
     _, losses, pm = _fit(_placement("minivgg"), "auto", 2, 2)
     assert pm.pipeline_choice is not None and pm.pipeline_choice.kind == "graph"
-    assert "the stages failed (ValueError)" in pm.pipeline_choice.why and len(losses) == 2
+    assert "failed: stages (ValueError), compiled (ValueError)" in pm.pipeline_choice.why and len(losses) == 2
 
 
 def test_a_failing_callback_stops_the_stage_pipeline() -> None:

@@ -98,7 +98,7 @@ def test_train_cli_fine_log_trace(tmp_path):
     assert m and float(m.group(1)) == pytest.approx(float(rows[0]["loss"]), abs=1e-4)
     assert float(m.group(2)) == pytest.approx(float(rows[-1]["loss"]), abs=1e-4)
     assert "device busy" in proc.stdout
-    assert re.search(r"^pipeline: (graph|stages)", proc.stdout, re.M)  # how the steps ran, and why
+    assert re.search(r"^pipeline: (graph|stages|compiled)", proc.stdout, re.M)  # how the steps ran, and why
     m = re.search(r"executed / assigned MACs ([0-9.]+)", proc.stdout)
     assert m and float(m.group(1)) >= 1.0
 

@@ -12,7 +12,7 @@ from hgpart.cluster import GIB, load_cluster
 from hgpart.commands import app
 from hgpart.errors import BadOptionError
 from hgpart.fileio import check_outputs, write_json
-from hgpart.placement import load_placement
+from hgpart.placement import STEPS_PER_CALL, load_placement
 from hgpart.simulate import Mode, SimOptions, SimPipeline, SimResult, SimStrategy, simulate
 
 __all__ = ["simulate_cmd", "print_result"]
@@ -31,7 +31,10 @@ def simulate_cmd(
                                  "stages, one with graph; sync K)"),
     pipeline: str = typer.Option("stages", "--pipeline", help="async model parallelism as the runtime runs it: "
                                  "stages (batches in flight overlap) | graph (one function per step: one batch "
-                                 "on the devices at a time; async data-parallel workers take turns)"),
+                                 "on the devices at a time; async data-parallel workers take turns) | compiled "
+                                 "(--steps-per-call steps per call, overlapping within a call)"),
+    steps_per_call: int = typer.Option(STEPS_PER_CALL, "--steps-per-call",
+                                       help="training steps per call with --pipeline compiled"),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="mini-batch size (0 = the placement's)"),
     devices: int = typer.Option(0, "--devices", help="data-parallel replicas (0 = the placement's K)"),
     replicas: int = typer.Option(1, "--replicas", help="model x data parallelism (--mode sync): R copies of the "
@@ -48,7 +51,8 @@ def simulate_cmd(
                       mode=_mode(mode), inflight=_at_least(inflight, 0, "--inflight"),
                       devices=_at_least(devices, 0, "--devices"), optimizer=optimizer,
                       images=_at_least(images, 1, "--images"), pipeline=SimPipeline.parse(pipeline),
-                      replicas=_at_least(replicas, 1, "--replicas"))
+                      replicas=_at_least(replicas, 1, "--replicas"),
+                      steps_per_call=_at_least(steps_per_call, 1, "--steps-per-call"))
     res = simulate(load_placement(placement), load_cluster(cluster), opts)
     con = Console()
     print_result(con, res)

@@ -8,6 +8,7 @@ import typer
 
 from hgpart.commands import app
 from hgpart.fileio import check_outputs
+from hgpart.placement import STEPS_PER_CALL
 
 __all__ = ["train"]
 
@@ -36,8 +37,11 @@ def train(
                                  "sync K)"),
     pipeline: str = typer.Option("auto", "--pipeline", help="steps as: stages (one compiled function per "
                                  "pipeline stage, 1F1B; placements whose layers each sit on one part) | graph (one "
-                                 "multi-device function per step) | auto (stages where they apply and a step takes "
-                                 ">= 0.25 s; a shorter step is timed both ways and runs the faster)"),
+                                 "multi-device function per step) | compiled (--steps-per-call steps per compiled "
+                                 "call, pipelined 1F1B inside it) | auto (stages where they apply and a step takes "
+                                 ">= 0.25 s; a shorter step is timed every way and runs the fastest)"),
+    steps_per_call: int = typer.Option(STEPS_PER_CALL, "--steps-per-call",
+                                       help="training steps per call of the compiled pipeline"),
     trace: Path | None = typer.Option(None, "--trace", help="folder for Chrome/Perfetto traces (devices_trace.json: "
                                       "the ops of every device in one view, for a few extra steps)"),
     log: Path | None = typer.Option(None, "--log", help="per-step log file (.csv or .json)"),
@@ -62,7 +66,7 @@ def train(
               mode=mode, optimizer=optimizer, lr=lr, data=data, val_split=val_split, val_data=val_data, save=save,
               inflight=inflight or None, trace=trace, log=log, seed=seed, progress=True,
               init_weights=init_weights, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-              resume=resume, pipeline=pipeline)
+              resume=resume, pipeline=pipeline, steps_per_call=steps_per_call)
     t = res.traffic
     con = Console()
     n, first, last = res.loss_ends()

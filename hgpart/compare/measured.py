@@ -210,13 +210,18 @@ class _Compiled:
     def train(self, xs: np.ndarray, ys: np.ndarray,
               on_step: Callable[[StepRecord], None] | None = None) -> list[StepRecord]:
         """Train on the stacked tasks ``xs[i], ys[i]``: through the stage pipeline (``len(fns)`` batches in
-        flight, the step's micro-batches) when one was chosen, else on one thread per slot function."""
+        flight, the step's micro-batches) or the compiled calls when one was chosen, else on one thread per slot
+        function."""
         from hgpart.runtime.dataparallel import run_slots
+        from hgpart.runtime.multistep import MultiStep, run_calls
         from hgpart.runtime.pipeline import stacked_tasks
         from hgpart.runtime.stagepipe import run_staged
 
         if self.staged is None:
             return run_slots(self.fns, xs, ys, on_step=on_step)
+        if isinstance(self.staged, MultiStep):
+            return run_calls(self.staged, len(xs), stacked_tasks(xs, ys), images_per_task=self.task_batch,
+                             on_step=on_step)
         return run_staged(self.staged, len(xs), stacked_tasks(xs, ys), images_per_task=self.task_batch,
                           window=len(self.fns), micro=self.step.micro, on_step=on_step)
 

@@ -33,7 +33,7 @@ from hgpart.fileio import write_json
 from hgpart.hypergraph import Hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
-from hgpart.placement import Placement, default_inflight
+from hgpart.placement import STEPS_PER_CALL, Placement, default_inflight
 from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds
 from hgpart.simulate.engine import Engine, Task
 from hgpart.simulate.mpgraph import MPTemplate, mp_template
@@ -69,11 +69,15 @@ class SimPipeline(Enum):
     holds for the runtime's asynchronous data parallelism, whose workers' calls are multi-device functions too
     (they read and update parameters on other devices): with ``graph`` the workers take turns. (That rule fits
     the small models' measured runs; vgg16's async data parallelism measured faster than it allows,
-    ``benchmarks/results/simulator_validation/``.)
+    ``benchmarks/results/simulator_validation/``.) ``compiled``: ``steps_per_call`` steps per call
+    (:mod:`hgpart.runtime.multistep`): within a call its batches in flight overlap as with ``stages``; a call
+    waits for the previous call's steps (the window drains at every call) and costs one call; sync micro-batches
+    advance together, as with ``graph``. The single device runs one call per ``steps_per_call`` steps.
     """
 
     STAGES = "stages"
     GRAPH = "graph"
+    COMPILED = "compiled"
 
     @staticmethod
     def parse(value: str | SimPipeline, *, where: str = "--pipeline") -> SimPipeline:
@@ -108,6 +112,7 @@ class SimOptions:
     images: int = 10_240
     jobs: int = 0  # jobs to simulate (0: enough for a steady state)
     pipeline: SimPipeline = SimPipeline.STAGES  # async MP (and async DP): overlapping calls or one at a time
+    steps_per_call: int = STEPS_PER_CALL  # pipeline COMPILED: training steps per call
     replicas: int = 1  # model parallelism x data parallelism (sync mode): copies of the placement, K devices each
 
 
@@ -243,6 +248,16 @@ def _in_flight(opts: SimOptions, pl: Placement) -> int:
     return default_inflight(pl.k, pl.pipeline_stages()) if opts.mode is Mode.ASYNC else pl.k
 
 
+def _per_call(opts: SimOptions) -> int:
+    """Steps per call of the compiled pipeline; 0 (a call per step) for the others."""
+    if opts.pipeline is not SimPipeline.COMPILED:
+        return 0
+    if opts.steps_per_call < 1:
+        raise BadOptionError(f"{opts.steps_per_call} steps per call requested", where="--steps-per-call",
+                             option="--steps-per-call", value=opts.steps_per_call, fix="pass a number >= 1")
+    return opts.steps_per_call
+
+
 def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int, times: LayerTimes) -> _Built:
     k, n, reps = pl.k, _in_flight(opts, pl), opts.replicas
     if reps < 1:
@@ -262,14 +277,14 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     micro = share if opts.mode is Mode.ASYNC else share // n
     if micro != times.batch:  # a layer's time per sample depends on the batch it runs at: the profile nearest it
         times = layer_times(pl.graph, cluster.device, batch=micro)
-    together = opts.mode is Mode.SYNC and opts.pipeline is SimPipeline.GRAPH
+    together = opts.mode is Mode.SYNC and opts.pipeline is not SimPipeline.STAGES
     # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together
     # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample
     tpl = mp_template(pl, times, micro_batch=share if together else micro)
     ups = _part_updates(tpl, pl.graph, layer_update_seconds(pl.graph, times, cluster.device, opts.optimizer))
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
                        call_s=cluster.device.call_overhead, replicas=reps,
-                       grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params])
+                       grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params], steps_per_call=_per_call(opts))
     settings = model_memory_settings(opts, batch, pl)
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
     cap = cluster.device.memory_bytes
@@ -315,8 +330,8 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     full_update = sum(per_layer.values())
     call = cluster.device.call_overhead
     if opts.strategy is SimStrategy.SINGLE:
-        return _Built(SingleDevice(fwd, bwd, full_update, batch, where, call_s=call), [DeviceMemory.of(0, rep, cap)],
-                      1, times.source)
+        return _Built(SingleDevice(fwd, bwd, full_update, batch, where, call_s=call, steps_per_call=_per_call(opts)),
+                      [DeviceMemory.of(0, rep, cap)], 1, times.source)
     if opts.strategy is SimStrategy.SYNC_DP:
         wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where, call_s=call)
         return _Built(wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1, times.source)
@@ -360,7 +375,8 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: H
     else:
         built = _data_parallel(pl, cluster, opts, batch, times, hypergraph)
     wl, mem, inflight = built.workload, built.memory, built.inflight
-    jobs = opts.jobs or max(8, 4 * wl.slots)
+    # enough for a steady state; the compiled pipeline's calls drain the window, so at least four calls
+    jobs = opts.jobs or max(8, 4 * wl.slots, 4 * _per_call(opts))
     eng = Engine()
     run = run_jobs(eng, wl, jobs=jobs)
     ips = run.images_per_s()

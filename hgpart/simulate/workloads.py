@@ -129,16 +129,23 @@ def _mark(eng: Engine, name: str, job: int, deps: Sequence[int]) -> int:
 CLIENT = "client"
 
 
-def _call(eng: Engine, name: str, seconds: float, device: int, job: int) -> tuple[int, ...]:
-    """The call that starts job ``job`` (nothing when calls are free): what its first tasks wait for."""
-    if seconds <= 0:
+def _call(eng: Engine, name: str, seconds: float, device: int, job: int, deps: Sequence[int] = ()) -> tuple[int, ...]:
+    """The call that starts job ``job`` once ``deps`` are done (nothing when calls are free and nothing is
+    awaited): what its first tasks wait for."""
+    if seconds <= 0 and not deps:
         return ()
-    return (eng.add(Task(name, TaskKind.CALL, seconds, (CLIENT,), device=device, batch=job)),)
+    return (eng.add(Task(name, TaskKind.CALL, max(seconds, 0.0), (CLIENT,), device=device, batch=job,
+                         deps=tuple(deps))),)
 
 
 @dataclass
 class ModelParallel:
     """A placement's parts on ``devices[p]``; ``update_s[p]`` is part p's optimizer update.
+
+    ``steps_per_call`` N > 0: the runtime's compiled pipeline (:mod:`hgpart.runtime.multistep`). Jobs ``cN ..
+    cN + N - 1`` are one call: one call task (``call_s``) that waits for every job of the previous call to end (a
+    call applies its pending updates before it returns, so the window drains at every call), and the call's jobs
+    start after it, ``inflight`` at a time. 0: every job is a call of its own.
 
     ``replicas`` R > 1 (sync mode only): model parallelism x data parallelism. Replica ``r`` runs the placement on
     devices ``r K .. r K + K - 1`` (``devices`` shifted by ``r K``) on its ``B / R`` share of the batch, as
@@ -155,6 +162,9 @@ class ModelParallel:
     call_s: float = 0.0
     replicas: int = 1
     grad_bytes: Sequence[float] = ()
+    steps_per_call: int = 0
+    #: the compiled pipeline's calls so far: call index -> (its call task, the last task of each of its jobs)
+    _calls: dict[int, tuple[tuple[int, ...], list[int]]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.replicas > 1 and self.mode is not Mode.SYNC:
@@ -179,7 +189,7 @@ class ModelParallel:
         micro = 1 if self.mode is Mode.ASYNC else self.inflight
         k = self.tpl.k
         back: dict[tuple[int, int], list[int]] = {}  # (replica, part) -> its backward tasks
-        after = _call(eng, f"call b{job}", self.call_s, self.devices[0], job)
+        after = self._start(eng, job)
         for r in range(self.replicas):
             place = self._placer(r)
             for m in range(micro):
@@ -198,7 +208,22 @@ class ModelParallel:
             for r, d in enumerate(devs):
                 name = f"update part {p}" + (f" r{r}" if self.replicas > 1 else "") + f" b{job}"
                 ups.append(_update(eng, name, self.update_s[p], d, self.where.compute(d), job, deps[r]))
-        return _mark(eng, f"step b{job}", job, ups), self.tpl.micro_batch * micro * self.replicas
+        end = _mark(eng, f"step b{job}", job, ups)
+        if self.steps_per_call > 0:
+            self._calls[job // self.steps_per_call][1].append(end)
+        return end, self.tpl.micro_batch * micro * self.replicas
+
+    def _start(self, eng: Engine, job: int) -> tuple[int, ...]:
+        """What job ``job``'s first tasks wait for: its own call, or (compiled) the call of its group of jobs."""
+        if self.steps_per_call <= 0:
+            return _call(eng, f"call b{job}", self.call_s, self.devices[0], job)
+        if job == 0:
+            self._calls.clear()
+        c = job // self.steps_per_call
+        if c not in self._calls:  # the first job of call c: the call waits for every job of call c - 1
+            prev = self._calls.pop(c - 1, ((), []))[1]
+            self._calls[c] = (_call(eng, f"call {c} (b{job}..)", self.call_s, self.devices[0], job, prev), [])
+        return self._calls[c][0]
 
 
 def ring_allreduce(eng: Engine, where: Devices, devices: Sequence[int], nbytes: float, got: Sequence[int], job: int,
@@ -234,10 +259,13 @@ class SingleDevice:
     where: Devices
     slots: int = 1
     call_s: float = 0.0
+    #: the runtime's compiled pipeline: one call per ``steps_per_call`` steps (0: one per step)
+    steps_per_call: int = 0
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         res = self.where.compute(0)
-        after = _call(eng, f"call b{job}", self.call_s, 0, job)
+        first = self.steps_per_call <= 0 or job % self.steps_per_call == 0
+        after = _call(eng, f"call b{job}", self.call_s if first else 0.0, 0, job)
         f = eng.add(Task(f"fwd b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=0, batch=job, deps=after))
         b = eng.add(Task(f"bwd b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=0, batch=job, deps=(f,)))
         return _update(eng, f"update b{job}", self.update_s, 0, res, job, (b,)), self.batch
