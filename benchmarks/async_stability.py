@@ -88,7 +88,7 @@ def one_run(path: Path, ds: Any, seed: int, args: argparse.Namespace) -> dict[st
     pm = PartitionedModel.from_placement(pl, device_set=ds, optimizer="adam", lr=args.lr, seed=seed,
                                          inflight=asked, pipeline=args.pipeline)
     step = pm.train_step(B, "async", asked)  # compiled and warmed up without an update
-    staged = pm.staged_step(step, asked)
+    staged = pm.staged_step(step, asked, longest=min(args.steps, len(x) // B))  # compiled: calls end at epochs
     assert pm.pipeline_choice is not None
     n = pm.pipeline_choice.inflight
     window = n if args.window < 0 else args.window  # stages: the window is the batches in flight (main checks)
@@ -121,7 +121,7 @@ def main() -> None:
                     help="staleness bound of the driver (0 = none; -1 = the batches in flight, the runtime's)")
     ap.add_argument("--pipeline", choices=("graph", "stages", "compiled"), default="graph",
                     help="graph: one function per step on --inflight threads; stages: the stage pipeline; "
-                         "compiled: 16 steps per compiled call (losses in step order)")
+                         "compiled: the runtime's steps per compiled call, at most the run's length")
     ap.add_argument("--placement", choices=("coarse", "thirds", "layerwise"), default="coarse")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)

@@ -54,6 +54,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,7 @@ def make_placements(model: str, folder: Path, batch_size: int, seed: int, *, pro
 
 def child(args: argparse.Namespace) -> None:
     """One device configuration: open the local workers once, train every placement x mode, print JSON rows."""
+    import numpy as np
     from hgpart.runtime.cluster import open_local, worker_info
     from hgpart.runtime.train import train
 
@@ -172,9 +174,16 @@ def child(args: argparse.Namespace) -> None:
     cores = sorted(os.sched_getaffinity(0))[: args.baseline_cores] if k == 1 else None
     if args.pin_client:  # before TensorFlow starts its thread pools: the whole K=1 run on the baseline cores
         os.sched_setaffinity(0, set(cores or []))
-    with open_local(k, inter_op=max(4, 2 * k), cores=cores, start_timeout=180) as ds:
+    with open_local(k, inter_op=max(4, 2 * k), cores=cores, start_timeout=180) as ds, \
+            tempfile.TemporaryDirectory() as tmp:
         info = [{"pid": w.pid, "cores": w.cores} for w in worker_info(ds)]
         for job in jobs:
+            # one epoch of --steps steps of seeded normal images (as --data synthetic, which has 512 images): the
+            # compiled pipeline's calls end at epoch ends, so a 16-step epoch would cap them at 16 steps
+            data = Path(tmp) / f"{job['model']}.npz"
+            rng = np.random.default_rng(0)
+            np.savez(data, x=rng.normal(size=(args.batch_size * args.steps, *MODELS[job["model"]])).astype(np.float32),
+                     y=rng.integers(0, 10, args.batch_size * args.steps).astype(np.int32))
             for mode in args.modes.split(","):
                 ips: list[float] = []
                 steady: list[float] = []
@@ -187,7 +196,7 @@ def child(args: argparse.Namespace) -> None:
                 pipeline = mode.split("-")[1] if "-" in mode else "auto"
                 for _ in range(args.repeats):
                     res = train(job["path"], device_set=ds, batch_size=args.batch_size, steps=args.steps,
-                                mode=mode.split("-")[0], dataset="synthetic", inflight=inflight, seed=0,
+                                mode=mode.split("-")[0], data=str(data), inflight=inflight, seed=0,
                                 pipeline=pipeline)
                     ips.append(res.images_per_s)
                     steady.append(steady_ips([r.end_s for r in res.rows], args.batch_size,
@@ -346,7 +355,7 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(MODES),
                     help="async and sync (pipeline auto: stages where they apply and a step is long enough), "
                          "async-graph (one function per step), async-stages and sync-stages (stages whatever the "
-                         "step's length), async-compiled and sync-compiled (16 steps per compiled call)")
+                         "step's length), async-compiled and sync-compiled (the runtime's steps per compiled call)")
     ap.add_argument("--inflight", type=int, default=2, help="batches in flight in async modes (0: the runtime's "
                     "default, one per stage through stages, else K)")
     ap.add_argument("--baseline-inflight", type=int, default=2,

@@ -448,11 +448,13 @@ def pipeline_runs(layers: list[tuple[str, list[int]]], loss_part: int) -> list[t
 
 
 #: training steps per call of the runtime's ``compiled`` pipeline when none are asked for (the runtime's
-#: :mod:`hgpart.runtime.multistep` and the simulator use it; ``benchmarks/results/steps_per_call/`` measured 4 and 16)
-STEPS_PER_CALL = 16
+#: :mod:`hgpart.runtime.multistep` and the simulator use it). A call drains the pipeline at its end, so longer calls
+#: waste less (``benchmarks/results/steps_per_call/``: minivgg measured at 16, 32 and 64); a call never has more
+#: steps than an epoch, and tracing one builds every step's graph (seconds for 64 steps of a small model).
+STEPS_PER_CALL = 64
 
 
-def default_inflight(k: int, stages: int) -> int:
+def default_inflight(k: int, stages: int, *, compiled: bool = False) -> int:
     """Async batches in flight when none are asked for: one per pipeline stage (``stages`` > 0), at most K + 1; K
     when steps run as one function per step (``stages`` = 0).
 
@@ -462,7 +464,15 @@ def default_inflight(k: int, stages: int) -> int:
     flight means staler weights. Measured on minivgg's five-stage coarse placement on two devices
     (``benchmarks/results/async_stability/``): 3 in flight converged in 20 of 20 seeded runs, 4 in 19. One rule for
     the runtime (:func:`hgpart.runtime.pipechoice.choose_pipeline`) and the simulator.
+
+    ``compiled``: the runtime's compiled pipeline (several steps per call) keeps K + 1 on K > 1 devices, whatever
+    the stages: inside one call a part's next forward waits only for the weights, so one batch more than the
+    devices covers the round trips between them (minivgg's two-stage layer-wise placement,
+    ``benchmarks/results/steps_per_call/``: E 0.68 with 2 in flight, 0.76 with 3). One device: 1, exact
+    sequential training.
     """
+    if compiled:
+        return k + 1 if k > 1 else 1
     return min(stages, k + 1) if stages > 0 else k
 
 

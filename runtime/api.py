@@ -133,6 +133,11 @@ class _FitPlan:
     inflight_given: bool = False
 
     @property
+    def longest(self) -> int:
+        """The most steps one segment of the fit makes (0 when it makes none)."""
+        return max((seg.steps for seg in self.segments), default=0)
+
+    @property
     def window(self) -> int | None:
         """The batches in flight to ask the pipeline for: async the given number or None (its default); sync 1."""
         if self.schedule is Schedule.SYNC:
@@ -166,7 +171,7 @@ class PartitionedModel:
         self.pipeline = check_pipeline(pipeline)
         call_sizes(0, steps_per_call)
         self.steps_per_call = int(steps_per_call)
-        self._staged: tuple[tuple[MeteredStep, int | None], Runner] | None = None
+        self._staged: tuple[tuple[MeteredStep, int | None, int], Runner] | None = None
         #: how the last step given to :meth:`staged_step` runs (None before the first)
         self.pipeline_choice: PipelineChoice | None = None
 
@@ -314,21 +319,24 @@ class PartitionedModel:
         self._step = step
         return step
 
-    def staged_step(self, step: MeteredStep, window: int | None = None) -> Runner:
+    def staged_step(self, step: MeteredStep, window: int | None = None, *, longest: int | None = None) -> Runner:
         """What runs ``step`` (made once per step and window, warmed up): its stage pipeline, a
         :class:`~hgpart.runtime.multistep.MultiStep`, or None when steps run as one function:
         :func:`hgpart.runtime.pipechoice.choose_pipeline` with this model's ``pipeline``, its
         choice kept in :attr:`pipeline_choice` (whose ``inflight`` is the batches in flight to run with).
         ``window``: async batches in flight; None: the model's ``inflight`` if one was given, else the default of
-        the way chosen."""
+        the way chosen. ``longest``: the most steps the run makes without a break (an epoch, or the whole run if
+        shorter): a call of the compiled pipeline never has more, so a short run traces no longer call than it
+        makes (tracing a call of N steps builds N steps' graphs)."""
         slots = 1 if step.micro > 1 else (window or (self.inflight if self._inflight_given else None))
-        if self._staged is not None and self._staged[0] == (step, slots):
+        per_call = min(self.steps_per_call, longest) if longest else self.steps_per_call
+        if self._staged is not None and self._staged[0] == (step, slots, per_call):
             return self._staged[1]
         staged, self.pipeline_choice = choose_pipeline(step, self.device_set, pipeline=self.pipeline, slots=slots,
-                                                       steps_per_call=self.steps_per_call)
+                                                       steps_per_call=per_call)
         if self.pipeline_choice.note:
             warnings.warn(HgpartNote(self.pipeline_choice.note), stacklevel=2)
-        self._staged = ((step, slots), staged)
+        self._staged = ((step, slots, per_call), staged)
         return staged
 
     def _run(self, data: Data, val: Data | None, plan: _FitPlan, on_step: Callable[[FitRow], None] | None,
@@ -343,7 +351,7 @@ class PartitionedModel:
         hist = History(params={"epochs": plan.epochs, "batch_size": plan.batch_size, "mode": plan.schedule.value,
                                "inflight": plan.inflight, "steps": sum(s.steps for s in plan.segments)})
         if plan.schedule is Schedule.ASYNC and plan.segments:  # the pipeline's default may differ from K
-            self.staged_step(step, plan.window)
+            self.staged_step(step, plan.window, longest=plan.longest)
             assert self.pipeline_choice is not None
             hist.params["inflight"] = self.pipeline_choice.inflight
         bar = None
@@ -543,7 +551,7 @@ class _EpochLoop:
     def _run_part(self, seg: Segment) -> list[FitRow]:
         ds, plan = self.pm.device_set, self.plan
         self.segment = seg
-        staged = self.pm.staged_step(self.step, plan.window)
+        staged = self.pm.staged_step(self.step, plan.window, longest=plan.longest)
         group = staged.steps_per_call if isinstance(staged, MultiStep) else 1  # read as the calls take them
         self.feed = self.data.feed(batch_size=plan.batch_size, seed=self.pm.seed, start_step=seg.start,
                                    steps=seg.steps, host=ds.host, group=group)

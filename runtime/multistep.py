@@ -70,6 +70,7 @@ class MultiStep:
         #: the 1F1B order of each part's reads (False: the executor's own order, to measure what the order buys)
         self.gated = bool(gated)
         self._fns: dict[int, Any] = {}
+        self._warm: set[int] = set()  # sizes whose function has run once (placed on the devices)
 
     @property
     def pm(self) -> Any:
@@ -140,9 +141,10 @@ class MultiStep:
         its graph and registers it on every device), leaving every variable as it was: no update is kept."""
         B = self.step.batch_size
         shape = self.pm.graph.input_shape
-        for n in sorted(set(sizes) - set(self._fns)):
+        for n in sorted(set(sizes) - self._warm):
             with restoring(self.step.state):
                 self.run(np.zeros((n * B, *shape), np.float32), np.zeros(n * B, np.int32))
+            self._warm.add(n)
 
 
 def run_calls(ms: MultiStep, n_tasks: int, task: Task, *, images_per_task: int,

@@ -25,9 +25,9 @@ placement and the mode. No timing step's update is kept. If a way fails to build
 out and says why.
 
 Batches in flight (async): ``slots``, or by default (``slots=None``) one per stage, at most K + 1, when steps run as
-stages or compiled and the placement has stages (PipeDream's rule: a batch holds its place in the window from its
-first stage's forward to its first stage's backward, so with fewer batches than stages some stage always waits),
-and K otherwise (:func:`hgpart.placement.default_inflight`). Which default applies is known only once the pipeline
+stages (PipeDream's rule: a batch holds its place in the window from its first stage's forward to its first stage's
+backward, so with fewer batches than stages some stage always waits), K + 1 compiled (1 on one device), and K as
+one function per step (:func:`hgpart.placement.default_inflight`). Which default applies is known only once the pipeline
 is chosen, so the choice carries it (:attr:`PipelineChoice.inflight`); ``auto`` times each way with its own default.
 """
 
@@ -122,7 +122,8 @@ def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: i
         return x, y
 
     if pipeline == "compiled":
-        runner, why = _build_compiled(step, ds, _window(step, slots, n_st), steps_per_call), "--pipeline compiled"
+        runner = _build_compiled(step, ds, _window(step, slots, n_st, compiled=True), steps_per_call)
+        why = "--pipeline compiled"
     elif pipeline == "stages" and n_st and stages is not None:
         runner, why = _build_stages(step, ds, stages, batch), "--pipeline stages"
     elif pipeline == "auto":
@@ -145,10 +146,10 @@ def choose_pipeline(step: MeteredStep, ds: DeviceSet, *, pipeline: str, slots: i
                                   inflight, runner.steps_per_call if isinstance(runner, MultiStep) else 1)
 
 
-def _window(step: MeteredStep, slots: int | None, stages: int) -> int:
-    """Batches in flight of ``step`` run through ``stages`` stages (0: as one function): 1 in sync mode (its
-    micro-batches flow together), else ``slots``, else the default."""
-    return 1 if step.micro > 1 else slots or default_inflight(step.pm.k, stages)
+def _window(step: MeteredStep, slots: int | None, stages: int, *, compiled: bool = False) -> int:
+    """Batches in flight of ``step`` run through ``stages`` stages (0: as one function) or ``compiled``: 1 in sync
+    mode (its micro-batches flow together), else ``slots``, else the default."""
+    return 1 if step.micro > 1 else slots or default_inflight(step.pm.k, stages, compiled=compiled)
 
 
 def _build_stages(step: MeteredStep, ds: DeviceSet, stages: list[Any], batch: Callable[[int], Any]) -> StagedStep:
@@ -192,7 +193,7 @@ def _time_all(step: MeteredStep, ds: DeviceSet, stages: list[Any] | None, batch:
         except Exception as exc:  # noqa: BLE001 - a failure of the stage path: the other ways run
             failed.append(f"stages ({_cause(exc, ds)})")
     try:
-        ms = _build_compiled(step, ds, s_slots, steps_per_call)
+        ms = _build_compiled(step, ds, _window(step, slots, n_st, compiled=True), steps_per_call)
         calls = max(1, -(-n // steps_per_call))
         xs = np.concatenate([batch(0)[0]] * steps_per_call)
         ys = np.concatenate([batch(0)[1]] * steps_per_call)

@@ -14,7 +14,7 @@ log (one row per step; the last step of each epoch carries its validation loss a
 Modes (thesis section 4.2):
 
 * ``async`` - a threaded pipeline with ``inflight`` batches in flight (default: one per stage when steps run as
-  pipeline stages, else K). Each worker thread takes the next
+  pipeline stages, K + 1 compiled, else K). Each worker thread takes the next
   batch as soon as it is free and runs a whole training step (forward, collocated backward, per-device update) on
   it; TensorFlow interleaves the steps' ops on the devices, so while part 1 runs batch i's forward, part 0 can run
   batch i+1's. Staleness: every variable is read when its forward op runs and updated when the batch's backward
@@ -351,7 +351,8 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
     steps = run.steps or max(1, int(round(run.epochs * data.steps_per_epoch(B))))
     step = pm.train_step(B, run.mode, run.inflight)
     if run.mode is Schedule.ASYNC:  # how the steps will run and with how many batches in flight, before the trace
-        pm.staged_step(step, run.asked_inflight)  # made once: fit asks for the same
+        # made once: fit asks for the same (its longest segment: an epoch, or the whole run if shorter)
+        pm.staged_step(step, run.asked_inflight, longest=min(steps, data.steps_per_epoch(B)))
         assert pm.pipeline_choice is not None
         run = replace(run, inflight=pm.pipeline_choice.inflight)
     traffic = measure_traffic(step)

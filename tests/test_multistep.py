@@ -123,7 +123,8 @@ def test_each_part_reads_across_parts_only_after_sending_back_the_previous_steps
 def test_two_in_flight_trains_with_one_update_per_step() -> None:
     _, losses, hist, pm = _fit("compiled", 2, 40, spc=16)
     assert pm.pipeline_choice is not None and pm.pipeline_choice.inflight == 2
-    assert pm.pipeline_choice.describe().startswith("compiled (16 steps per call), 2 batches in flight")
+    # 64 images of batch 8: an epoch is 8 steps, and a call never spans an epoch's end
+    assert pm.pipeline_choice.describe().startswith("compiled (8 steps per call), 2 batches in flight")
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5
     step = pm.train_step(B, "async", 2)
     assert sorted({float(c.numpy()) for c in step.counters.values()}) == [40.0]
@@ -138,3 +139,18 @@ def test_auto_on_a_short_step_times_the_compiled_way_too() -> None:
     assert choice.kind == ("compiled" if isinstance(runner, MultiStep) else "stages" if runner is not None
                            else "graph")
     assert choice.why.split(": ")[1].split(" ")[0] == choice.kind  # the fastest timed is the one run
+
+
+def test_the_compiled_default_is_one_batch_more_than_the_devices_and_the_simulator_agrees() -> None:
+    from hgpart.cluster import load_cluster
+    from hgpart.placement import default_inflight
+    from hgpart.simulate import SimOptions, SimPipeline, simulate
+
+    pl = _placement("minivgg")
+    pm = PartitionedModel.from_placement(pl, device_set=DS, seed=0, pipeline="compiled", steps_per_call=2)
+    _, choice = choose_pipeline(pm.train_step(B, "async"), DS, pipeline="compiled", slots=None, steps_per_call=2)
+    assert choice.inflight == 3 == default_inflight(2, pl.pipeline_stages(), compiled=True)
+    assert default_inflight(1, 0, compiled=True) == 1  # one device: exact sequential training
+    sim = simulate(pl, load_cluster("thesis-cluster"), SimOptions(batch_size=B, pipeline=SimPipeline.COMPILED,
+                                                                  steps_per_call=2))
+    assert sim.inflight == 3 and sim.jobs == 12  # 4 x (K + 1) jobs: at least four calls of 2

@@ -33,8 +33,8 @@ def train(
     save: Path | None = typer.Option(None, "--save", help="save the trained model here (.keras, opens in plain "
                                      "Keras)"),
     inflight: int = typer.Option(0, "--inflight", help="async batches in flight / sync micro-batches (0: "
-                                 "async one per pipeline stage, at most K + 1, when steps run as stages, else K; "
-                                 "sync K)"),
+                                 "async one per pipeline stage, at most K + 1, when steps run as stages, K + 1 "
+                                 "compiled, else K; sync K)"),
     pipeline: str = typer.Option("auto", "--pipeline", help="steps as: stages (one compiled function per "
                                  "pipeline stage, 1F1B; placements whose layers each sit on one part) | graph (one "
                                  "multi-device function per step) | compiled (--steps-per-call steps per compiled "

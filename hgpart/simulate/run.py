@@ -239,13 +239,15 @@ def model_memory_settings(opts: SimOptions, batch: int, pl: Placement) -> Memory
 def _in_flight(opts: SimOptions, pl: Placement) -> int:
     """Batches in flight (async) or micro-batches (sync), as the runtime runs them: ``--inflight``; by default K
     micro-batches, and async one batch per pipeline stage (:meth:`Placement.pipeline_stages`), at most K + 1: the
-    runtime's default for a stage pipeline (:func:`hgpart.placement.default_inflight`). Async with
-    ``pipeline=graph`` has one, as calls of one multi-device function do not overlap (SimPipeline)."""
+    runtime's default for a stage pipeline, and K + 1 for the compiled one (:func:`hgpart.placement.default_inflight`).
+    Async with ``pipeline=graph`` has one, as calls of one multi-device function do not overlap (SimPipeline)."""
     if opts.mode is Mode.ASYNC and opts.pipeline is SimPipeline.GRAPH:
         return 1
     if opts.inflight:
         return opts.inflight
-    return default_inflight(pl.k, pl.pipeline_stages()) if opts.mode is Mode.ASYNC else pl.k
+    if opts.mode is not Mode.ASYNC:
+        return pl.k
+    return default_inflight(pl.k, pl.pipeline_stages(), compiled=opts.pipeline is SimPipeline.COMPILED)
 
 
 def _per_call(opts: SimOptions) -> int:
