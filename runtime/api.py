@@ -586,7 +586,8 @@ class _EpochLoop:
 
         if isinstance(staged, MultiStep):
             return guarded(ds, run_calls, staged, seg.steps, task, images_per_task=plan.batch_size,
-                           on_step=self._finished, on_metrics=metric, fix=fix)
+                           on_step=self._finished, on_metrics=metric, fix=fix,
+                           block=lambda i, n: feed.block(seg.start + i, n))
         if staged is None:
             return guarded(ds, run_slots, [self._slot] * slots, seg.steps, lambda i: (seg.start + i,),
                            images_per_task=plan.batch_size, on_step=self._finished, fix=fix)

@@ -181,7 +181,8 @@ class StepFeed:
         self._ahead = max(1, int(ahead), 2 * self._group)
         self._next = int(start_step)  # the next step the reader reads
         self._asked = int(start_step)  # one past the highest step asked for
-        self._ready: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: step -> (the read's stacked images, its stacked labels, the step's index in them)
+        self._ready: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
         self._error: HgpartError | None = None
         self._ended = False
         self._closed = False
@@ -213,14 +214,11 @@ class StepFeed:
                     self._cond.notify_all()
                 return
             with self._cond:
-                if self._group > 1:
-                    xs, ys = np.asarray(x), np.asarray(y)
-                    for j in range(len(ys)):
-                        self._ready[step + j] = (xs[j], ys[j])
-                    self._next = step + len(ys)
-                else:
-                    self._ready[step] = (np.asarray(x), np.asarray(y))
-                    self._next = step + 1
+                xs, ys = (np.asarray(x), np.asarray(y)) if self._group > 1 else (np.asarray(x)[None],
+                                                                                  np.asarray(y)[None])
+                for j in range(len(ys)):
+                    self._ready[step + j] = (xs, ys, j)
+                self._next = step + len(ys)
                 self._cond.notify_all()
 
     @classmethod
@@ -233,6 +231,19 @@ class StepFeed:
         return cls(iter(ds.prefetch(tf.data.AUTOTUNE)), start_step, where=where, group=group)
 
     def __call__(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        xs, ys, j = self._take(step)
+        return xs[j], ys[j]
+
+    def block(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The batches of steps ``start .. start + n - 1`` stacked, ``(n, B, ...)`` and ``(n, B)``: views of one read
+        when they lie in one (a grouped feed and calls of the group's steps), else a copy."""
+        got = [self._take(start + i) for i in range(n)]
+        xs, ys, j0 = got[0]
+        if all(g[0] is xs and g[2] == j0 + i for i, g in enumerate(got)):
+            return xs[j0:j0 + n], ys[j0:j0 + n]
+        return np.stack([g[0][g[2]] for g in got]), np.stack([g[1][g[2]] for g in got])
+
+    def _take(self, step: int) -> tuple[np.ndarray, np.ndarray, int]:
         with self._cond:
             self._asked = max(self._asked, step + 1)
             self._cond.notify_all()

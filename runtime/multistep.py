@@ -43,7 +43,7 @@ from hgpart.runtime.step import restoring
 from hgpart.errors import HgpartError
 from hgpart.placement import STEPS_PER_CALL
 
-__all__ = ["MultiStep", "call_sizes", "run_calls", "STEPS_PER_CALL"]
+__all__ = ["MultiStep", "Block", "call_sizes", "run_calls", "STEPS_PER_CALL"]
 
 def call_sizes(steps: int, steps_per_call: int) -> list[int]:
     """The calls of a segment of ``steps`` steps: full calls of ``steps_per_call``, then the remainder as powers of
@@ -125,14 +125,18 @@ class MultiStep:
 
     # ----------------------------------------------------------------------------------------------- call
     def run(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``len(y) / batch_size`` training steps on the stacked batches ``x, y``: their losses and accuracies."""
+        """``n`` training steps on their batches ``x, y``, concatenated (``(n B, ...)``) or stacked
+        (``(n, B, ...)``): their losses and accuracies."""
         import tensorflow as tf
 
+        shape = tuple(self.pm.graph.input_shape)
+        x = np.asarray(x, np.float32).reshape((-1, *shape))  # a view of stacked batches, not a copy
+        y = np.asarray(y, np.int32).reshape(-1)
         n = len(y) // self.step.batch_size
         fn = self.function(n)
         with tf.device(self.pm.host):
-            xt = tf.constant(np.asarray(x, np.float32))
-            yt = tf.constant(np.asarray(y, np.int32))
+            xt = tf.constant(x)
+            yt = tf.constant(y)
         losses, accs = fn(xt, yt)
         return losses.numpy(), accs.numpy()
 
@@ -147,16 +151,22 @@ class MultiStep:
             self._warm.add(n)
 
 
+#: the batches of ``n`` steps from step ``i``, stacked: ``block(i, n) -> ((n, B, ...), (n, B))``
+Block = Callable[[int, int], tuple[np.ndarray, np.ndarray]]
+
+
 def run_calls(ms: MultiStep, n_tasks: int, task: Task, *, images_per_task: int,
               on_step: Callable[[StepRecord], None] | None = None,
-              on_metrics: Callable[[int, float], None] | None = None, fix: str | None = None) -> list[StepRecord]:
+              on_metrics: Callable[[int, float], None] | None = None, fix: str | None = None,
+              block: Block | None = None) -> list[StepRecord]:
     """Run tasks ``0..n_tasks-1`` (``task(i)``: the batch of step ``i``) as calls of ``ms`` (:meth:`MultiStep.sizes`),
     one :class:`StepRecord` per step, in step order: the step's loss, and its call's start and end (seconds since
     the first call). ``on_metrics(i, accuracy)`` is called for every step before ``on_step`` gets its record.
     The signature of :func:`hgpart.runtime.stagepipe.run_staged`, so every driver is called the same way; a failure
-    is raised as theirs are (:func:`hgpart.runtime.pipeline.raise_first`, with ``fix``)."""
+    is raised as theirs are (:func:`hgpart.runtime.pipeline.raise_first`, with ``fix``). ``block``: a call's batches
+    at once (:meth:`hgpart.runtime.data.StepFeed.block`: views of one read, no copy), else ``task`` per step."""
     try:
-        return _run_calls(ms, n_tasks, task, images_per_task, on_step, on_metrics)
+        return _run_calls(ms, n_tasks, task, images_per_task, on_step, on_metrics, block)
     except Exception as exc:  # noqa: BLE001 - one DeviceError (an HgpartError passes through)
         raise_first([exc], fix)
         raise
@@ -164,14 +174,18 @@ def run_calls(ms: MultiStep, n_tasks: int, task: Task, *, images_per_task: int,
 
 def _run_calls(ms: MultiStep, n_tasks: int, task: Task, images_per_task: int,
                on_step: Callable[[StepRecord], None] | None,
-               on_metrics: Callable[[int, float], None] | None) -> list[StepRecord]:
+               on_metrics: Callable[[int, float], None] | None, block: Block | None) -> list[StepRecord]:
     recs: list[StepRecord] = []
     t0 = time.perf_counter()
     at = 0
     for n in ms.sizes(n_tasks):
-        batches = [task(at + j) for j in range(n)]
+        if block is not None:
+            x, y = block(at, n)
+        else:
+            batches = [task(at + j) for j in range(n)]
+            x, y = np.stack([b[0] for b in batches]), np.stack([b[1] for b in batches])
         start = time.perf_counter() - t0
-        losses, accs = ms.run(np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches]))
+        losses, accs = ms.run(x, y)
         end = time.perf_counter() - t0
         for j in range(n):
             if on_metrics is not None:

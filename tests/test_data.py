@@ -121,6 +121,23 @@ def test_a_grouped_feed_hands_out_the_same_batches_read_several_steps_at_a_time(
         four.close()
 
 
+def test_a_grouped_feed_hands_a_calls_batches_as_one_view_of_its_read() -> None:
+    x, y = _arrays(60)
+    data = ArrayData(x, y, where="x")
+    one = data.feed(batch_size=4, seed=3, start_step=0, steps=9)
+    four = data.feed(batch_size=4, seed=3, start_step=0, steps=9, group=4)
+    for start, n in ((0, 4), (4, 2), (6, 2), (8, 1)):
+        xb, yb = four.block(start, n)
+        assert xb.shape == (n, 4, *SHAPE) and yb.shape == (n, 4)
+        assert xb.base is not None  # a view of the read of its group, not a copy
+        for i in range(n):
+            a = one(start + i)
+            np.testing.assert_array_equal(xb[i], a[0])
+            np.testing.assert_array_equal(yb[i], a[1])
+    one.close()
+    four.close()
+
+
 def test_validation_split_keeps_the_last_samples_as_keras_does() -> None:
     x, y = _arrays(50)
     train, val = ArrayData(x, y, where="x").split(0.2)

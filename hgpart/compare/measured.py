@@ -221,7 +221,7 @@ class _Compiled:
             return run_slots(self.fns, xs, ys, on_step=on_step)
         if isinstance(self.staged, MultiStep):
             return run_calls(self.staged, len(xs), stacked_tasks(xs, ys), images_per_task=self.task_batch,
-                             on_step=on_step)
+                             on_step=on_step, block=lambda i, n: (xs[i:i + n], ys[i:i + n]))
         return run_staged(self.staged, len(xs), stacked_tasks(xs, ys), images_per_task=self.task_batch,
                           window=len(self.fns), micro=self.step.micro, on_step=on_step)
 
