@@ -11,13 +11,17 @@ the cores the workers need; and the whole-step function runs its steps one after
 placement one part waits while the other computes. Here one call's body is ``n`` training steps, traced so that
 they overlap as PipeDream's asynchronous pipeline does (``benchmarks/results/steps_per_call/``):
 
-* **Staleness.** Step ``i``'s forward is traced before the update of step ``i - (inflight - 1)``. TensorFlow runs
-  the reads and writes of one variable in the order they were traced, so step ``i`` reads weights that miss at most
-  the ``inflight - 1`` previous steps' updates, and nothing else orders its forward after their backward. Each
-  step's gradient is computed against the weights its own forward read (the forward's read is the backward's
-  input: PipeDream's weight stashing, with no copy) and applied, in step order, to the current ones. The updates
-  still pending at the end of a call are applied in it, so a call's first step sees every earlier update.
-  ``inflight = 1`` (and sync mode) runs the steps strictly one after the other: exact sequential training.
+* **Staleness.** On every part but the loss part, step ``i``'s forward is traced before the update of step
+  ``i - (inflight - 1)``. TensorFlow runs the reads and writes of one variable in the order they were traced, so
+  there step ``i`` reads weights that miss at most the ``inflight - 1`` previous steps' updates, and nothing else
+  orders its forward after their backward. The loss part (where the logits are) is updated right after each
+  step's gradients: in 1F1B order it runs a batch's backward right after its forward anyway, so its weights need
+  not be stale, and making them so did not converge (3 in flight on every part: 0 of 6 seeded minivgg runs; 2:
+  4 of 5). As in PipeDream, only the parts that run ahead read older weights. Each step's gradient is computed
+  against the weights its own forward read (the forward's read is the backward's input: weight stashing, with no
+  copy) and applied, in step order, to the current ones. The updates still pending at the end of a call are
+  applied in it, so a call's first step sees every earlier update. ``inflight = 1`` (and sync mode) runs the steps
+  strictly one after the other: exact sequential training.
 * **Order.** TensorFlow's executor has no priorities, so a part could run the next batch's forward before the
   gradient another part waits for. A :class:`~hgpart.runtime.partitioned.CrossGate` makes each part read across
   parts for step ``i`` only after it has computed the gradients it sends back for step ``i - 1`` (1F1B).
@@ -90,6 +94,10 @@ class MultiStep:
         with tf.device(pm.host), tf.name_scope("feed/steps"):
             xs, ys = (tf.split(x, n), tf.split(y, n)) if n > 1 else ([x], [y])
         gate = CrossGate() if self.gated and lag > 0 and pm.k > 1 else None
+        # the loss part's update right after its gradients (it runs a batch's backward right after its forward);
+        # the parts that run ahead read weights up to ``lag`` updates old
+        fresh = {pm.loss_part} if lag > 0 else set(range(pm.k))
+        ahead = set(range(pm.k)) - fresh
         losses, accs, pending = [], [], []
         for i in range(n):
             if gate is not None:
@@ -102,13 +110,15 @@ class MultiStep:
                 for (p, _), g in zip(crossing, grads[len(tv):], strict=True):
                     if g is not None:
                         gate.wait.setdefault(p, []).append(g)
-            pending.append((grads[: len(tv)], f.stats))
-            if len(pending) > lag:  # step i - lag's update, traced after step i's forward
-                step.update(*pending.pop(0))
+            step.update(grads[: len(tv)], f.stats, parts=fresh)
+            if ahead:
+                pending.append((grads[: len(tv)], f.stats))
+            if len(pending) > lag:  # step i - lag's update on the other parts, traced after step i's forward
+                step.update(*pending.pop(0), parts=ahead)
             losses.append(f.loss)
             accs.append(step.accuracy(f))
         for p in pending:
-            step.update(*p)
+            step.update(*p, parts=ahead)
         with tf.device(pm.host), tf.name_scope("steps/out"):
             return tf.stack(losses), tf.stack(accs)
 

@@ -157,35 +157,42 @@ class TrainStep:
             loss = tf.add_n(losses) / float(self.micro) if self.micro > 1 else losses[0]
         return Forward(loss, stats, logits, ys)
 
-    def update(self, grads: list[Any], stats: list[list]) -> None:
+    def update(self, grads: list[Any], stats: list[list], *, parts: set[int] | None = None) -> None:
         """The graph of one optimizer update: ``grads`` (one per trainable variable, None for none) applied on each
-        variable's device, every device's step counter advanced, the BatchNorm moving statistics updated."""
+        variable's device, every device's step counter advanced, the BatchNorm moving statistics updated; with
+        ``parts``, only those parts' variables, counters and statistics (a step's update applied part by part)."""
         import tensorflow as tf
 
         pm = self.pm
+        mine = set(range(pm.k)) if parts is None else parts
         for i, (pv, g) in enumerate(zip(pm.trainable, grads, strict=True)):
-            if g is None:
+            if g is None or pv.part not in mine:
                 continue
             with tf.device(pm.devices[pv.part]), tf.name_scope(f"update/{pv.layer}"):
                 self._apply(pv, g, self.slots[i])
+        devices = {pm.devices[p] for p in mine}
         for dev, c in self.counters.items():
-            with tf.device(dev), tf.name_scope("update/step"):
-                c.assign_add(1.0)
-        self._bn_updates(stats)
+            if dev in devices:
+                with tf.device(dev), tf.name_scope("update/step"):
+                    c.assign_add(1.0)
+        self._bn_updates(stats, mine)
 
     def _apply(self, pv: PartVariable, g: Any, slots: list[Any]) -> None:
         """Keras 3's update formulas, on the variable's device."""
         t = self.counters[self.pm.devices[pv.part]] + 1.0 if self.opt.name != "momentum" else None
         apply_update(self.opt, pv.var, g, slots, t)
 
-    def _bn_updates(self, stats: list[list]) -> None:
-        """Apply every micro-batch's moving-statistics update in order, on the statistic's device."""
+    def _bn_updates(self, stats: list[list], parts: set[int]) -> None:
+        """Apply every micro-batch's moving-statistics update in order, on the statistic's device (``parts``'
+        statistics only)."""
         import tensorflow as tf
 
         if not stats or not stats[0]:
             return
         for j in range(len(stats[0])):
             mm, mv, _, _, mom = stats[0][j]
+            if mm.part not in parts:
+                continue
             with tf.device(self.pm.devices[mm.part]), tf.name_scope("update/bn"):
                 a, b = mm.var.read_value(), mv.var.read_value()
                 for s in stats:

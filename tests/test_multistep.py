@@ -58,11 +58,14 @@ def test_one_batch_in_flight_is_exactly_one_step_per_call(model: str, mode: str,
 
 
 def _by_hand(pm: PartitionedModel, step: Any, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Two steps by hand: both gradients at the current weights, then the step's update graph applies them in
-    order; the two losses."""
+    """Two steps by hand with the step's own graphs: step 0's gradient g0 at w0; the loss part's share of g0 applied;
+    step 1's gradient g1 (the other part still at w0); g0 applied to the other part, then g1 everywhere. The two
+    losses."""
     import tensorflow as tf
 
     tv = [pv.var for pv in pm.placed.trainable]
+    loss_part = {pm.placed.loss_part}
+    ahead = set(range(pm.placed.k)) - loss_part
 
     @tf.function
     def grads(bx: Any, by: Any) -> Any:
@@ -70,23 +73,24 @@ def _by_hand(pm: PartitionedModel, step: Any, xs: np.ndarray, ys: np.ndarray) ->
         return f.loss, tf.gradients(f.loss, tv)
 
     @tf.function
-    def apply(gs: Any) -> None:
-        step.update(list(gs), [])
+    def apply(gs: Any, parts: Any) -> None:
+        step.update(list(gs), [], parts=set(parts))
 
     with tf.device(pm.placed.host):
         b0 = (tf.constant(xs[:B]), tf.constant(ys[:B]))
         b1 = (tf.constant(xs[B:]), tf.constant(ys[B:]))
     l0, g0 = grads(*b0)
-    l1, g1 = grads(*b1)  # at the same weights: step 0's update is not applied yet
-    apply(g0)
-    apply(g1)
+    apply(g0, tuple(loss_part))
+    l1, g1 = grads(*b1)  # the loss part's weights updated, the other part's not yet
+    apply(g0, tuple(ahead))
+    apply(g1, tuple(range(pm.placed.k)))
     return np.array([float(l0), float(l1)])
 
 
 def test_two_in_flight_computes_each_gradient_at_weights_missing_the_previous_update() -> None:
-    """One call of 2 steps: both gradients at the starting weights w0, then update 0 and update 1 in order (SGD
-    with momentum, so the order and the staleness both show in the weights). The reference applies the same two
-    gradients by hand with the step's own update graph."""
+    """One call of 2 steps (SGD with momentum, so the order and the staleness both show in the weights): step 1's
+    gradient is computed at weights missing step 0's update on the part that runs ahead, and with it on the loss
+    part; the updates land in step order. The reference applies the same gradients by hand."""
     x, y = _data()
     xs, ys = x[: 2 * B], y[: 2 * B]
     pl = _placement("minivgg")
@@ -104,7 +108,7 @@ def test_two_in_flight_computes_each_gradient_at_weights_missing_the_previous_up
     np.testing.assert_allclose(lc, lh, rtol=1e-5)
     assert _max_diff(wc, wh) < 1e-5
     assert cc == ch == [2.0, 2.0]  # one update per step on each device
-    assert ls[0] == lc[0] and abs(ls[1] - lc[1]) > 1e-6  # sequential: step 1 sees step 0's update
+    assert ls[0] == lc[0] and abs(ls[1] - lc[1]) > 1e-6  # sequential: step 1 sees all of step 0's update
     assert _max_diff(wc, ws) > 1e-4
 
 
