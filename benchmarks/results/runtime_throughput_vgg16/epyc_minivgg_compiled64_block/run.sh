@@ -1,0 +1,6 @@
+#!/bin/bash
+# minivgg layer-wise with the runtime's defaults, at ebe5974
+cd "$(dirname "$0")/../../../.."
+python benchmarks/runtime_throughput.py --models minivgg --placements layerwise --steps 192 --repeats 2 \
+  --modes async,sync --inflight 0 --baseline-inflight 0 --sync-micro 2 --rounds 3 --k1-client free \
+  --out benchmarks/results/runtime_throughput_vgg16/epyc_minivgg_compiled64_block
