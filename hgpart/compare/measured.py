@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from hgpart.errors import BadFileError, BadOptionError, HgpartError
+from hgpart.placement import STEPS_PER_CALL
 from hgpart.runtime.pipeline import StepRecord
 from hgpart.runtime.strategy import STRATEGIES, Parallelism, PlacementKind, Strategy
 
@@ -379,10 +380,20 @@ def _batches(s: _Session, plan: _Plan, orders: dict[int, np.ndarray], done: int,
     return s.x[ib], s.y[ib]
 
 
-def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: Callable[[int], None]) -> None:
-    """The timed training of one run, evaluated (clock stopped) every ``eval_every`` global steps."""
-    spe, per = plan.steps_per_epoch, plan.batch_size // c.task_batch
+def _chunks(s: _Session, plan: _Plan) -> list[int]:
+    """The steps of each timed stretch of a run: ``eval_every`` global steps, cut at epoch ends (see :func:`_timed`)."""
+    spe = plan.steps_per_epoch
     eval_every = max(1, spe // max(1, s.evals_per_epoch))
+    out, done = [], 0
+    while done < plan.total_steps:
+        out.append(min(eval_every, plan.total_steps - done, spe - done % spe))
+        done += out[-1]
+    return out
+
+
+def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: Callable[[int], None]) -> None:
+    """The timed training of one run, evaluated (clock stopped) after every stretch of :func:`_chunks`."""
+    spe, per = plan.steps_per_epoch, plan.batch_size // c.task_batch
     acc, loss = c.evaluate(*s.ev)
     run.curve.append(CurvePoint(wall_s=0.0, step=0, epoch=0.0, train_loss=None, accuracy=acc, loss=loss))
     wall = cpu = 0.0
@@ -394,8 +405,7 @@ def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: C
         if (r.step + 1) % per == 0:
             on_steps(1)
 
-    while done < plan.total_steps:
-        n = min(eval_every, plan.total_steps - done, spe - done % spe)
+    for n in _chunks(s, plan):
         xs, ys = _batches(s, plan, orders, done, n, c.task_batch)
         c0, w0 = _cpu(), time.perf_counter()
         records = c.train(xs, ys, on_step)  # guarded by _attempt
@@ -424,12 +434,18 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
     c = _compile(strategy, cmp.spec, s.graph, s.ds, s.opt, B, seed=cmp.seed, profile=s.profile, backend=cmp.backend,
                  epsilon=s.epsilon)
     _warm_up(c, s.x, s.y)
-    if c.step is not None:  # model parallelism runs as hgpart train runs it: stages or one function per step
+    if c.step is not None:  # model parallelism runs as hgpart train runs it: stages, compiled or one function
+        from hgpart.runtime.multistep import MultiStep
         from hgpart.runtime.pipechoice import choose_pipeline
 
-        # async: the runtime's default batches in flight (one per stage, or K), as hgpart train; sync: 1
+        chunks = _chunks(s, plan)
+        # async: the runtime's default batches in flight (one per stage, K + 1 compiled, or K), as hgpart train;
+        # sync: 1. A compiled call never spans a timed stretch (as hgpart train's never spans an epoch).
         c.staged, choice = choose_pipeline(c.step, s.ds, pipeline=cmp.pipeline,
-                                           slots=None if strategy.is_async else 1)
+                                           slots=None if strategy.is_async else 1,
+                                           steps_per_call=min(STEPS_PER_CALL, max(chunks, default=1)))
+        if isinstance(c.staged, MultiStep):  # every call size the stretches make, traced and placed untimed
+            c.staged.warm(sorted({m for n in chunks for m in c.staged.sizes(n)}))
         c.fns = [c.fns[0]] * choice.inflight
         run.pipeline, run.inflight = choice.describe(), choice.inflight
         if choice.note:
