@@ -243,7 +243,7 @@ def _layer_timer(keras_layer: Any, layer: Layer, batch_size: int, model_inputs: 
 
     The backward computes the gradients of the weights and of every input but the model's own (``model_inputs``):
     training never needs the gradient of the images, so a first convolution's backward is its filter gradient
-    alone, as in the runtime's step. (With three input channels that input gradient is a slow kernel.)
+    alone, as in the runtime's step (``benchmarks/image_gradient_probe.py`` measures what it changed).
     """
     import tensorflow as tf
 
