@@ -560,7 +560,7 @@ class _EpochLoop:
         micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
         fix = "check the devices (a worker may have died) and the placement"
         if isinstance(staged, MultiStep):  # each size of call this part makes is traced and placed untimed
-            guarded(ds, staged.warm, staged.sizes(seg.steps))
+            guarded(ds, staged.warm, [seg.steps])
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             recs = self._drive(seg, staged, slots, micro, fix)

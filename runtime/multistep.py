@@ -3,7 +3,7 @@
 Usage::
 
     ms = MultiStep(step, steps_per_call=16, inflight=2)   # step: a warm MeteredStep
-    ms.warm(sizes=[16, 4])                                  # trace and place, updates undone
+    ms.warm([16, 4])                                        # trace and place, updates undone
     losses, accs = ms.run(xs, ys)                           # n stacked batches: n steps, n losses and accuracies
 
 Why: a step of a small model computes for a few milliseconds per device, and every call from the client costs
@@ -150,12 +150,13 @@ class MultiStep:
         losses, accs = fn(xt, yt)
         return losses.numpy(), accs.numpy()
 
-    def warm(self, sizes: list[int]) -> None:
-        """Trace, place and run once every function of ``sizes`` not yet run (the first call of each partitions
-        its graph and registers it on every device), leaving every variable as it was: no update is kept."""
+    def warm(self, runs: list[int]) -> None:
+        """Trace, place and run once every call size that runs of ``runs`` steps make (:meth:`sizes`) and that has
+        not run yet (the first call of each partitions its graph and registers it on every device), leaving every
+        variable as it was: no update is kept."""
         B = self.step.batch_size
         shape = self.pm.graph.input_shape
-        for n in sorted(set(sizes) - self._warm):
+        for n in sorted({m for r in runs for m in self.sizes(r)} - self._warm):
             with restoring(self.step.state):
                 self.run(np.zeros((n * B, *shape), np.float32), np.zeros(n * B, np.int32))
             self._warm.add(n)

@@ -42,7 +42,7 @@ import numpy as np
 from hgpart.runtime.cluster import check, guarded
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import MeteredStep
-from hgpart.runtime.multistep import STEPS_PER_CALL, MultiStep, call_sizes
+from hgpart.runtime.multistep import STEPS_PER_CALL, MultiStep, call_sizes, run_calls
 from hgpart.runtime.pipeline import run_slots, steady_rate
 from hgpart.runtime.stagepipe import run_staged
 from hgpart.runtime.stages import StagedStep, check_pipeline, plan_stages
@@ -194,15 +194,10 @@ def _time_all(step: MeteredStep, ds: DeviceSet, stages: list[Any] | None, batch:
             failed.append(f"stages ({_cause(exc, ds)})")
     try:
         ms = _build_compiled(step, ds, _window(step, slots, n_st, compiled=True), steps_per_call)
-        calls = max(1, -(-n // steps_per_call))
-        xs = np.concatenate([batch(0)[0]] * steps_per_call)
-        ys = np.concatenate([batch(0)[1]] * steps_per_call)
-        with restoring(step.state):
-            t = time.perf_counter()
-            for _ in range(calls):
-                guarded(ds, ms.run, xs, ys)
-            rates["compiled"] = calls * steps_per_call * B / (time.perf_counter() - t)
-        runners["compiled"] = ms
+        with restoring(step.state):  # whole calls, on the driver the run uses
+            recs = guarded(ds, run_calls, ms, -(-n // steps_per_call) * steps_per_call, batch, images_per_task=B,
+                           fix=fix)
+        rates["compiled"], runners["compiled"] = recs[-1].images_per_s, ms
     except Exception as exc:  # noqa: BLE001 - a failure of the compiled path: the other ways run
         failed.append(f"compiled ({_cause(exc, ds)})")
     best = max(rates, key=lambda k: rates[k])

@@ -445,7 +445,7 @@ def _one(s: _Session, strategy: Strategy, plan: _Plan, on_steps: Callable[[int],
                                            slots=None if strategy.is_async else 1,
                                            steps_per_call=min(STEPS_PER_CALL, max(chunks, default=1)))
         if isinstance(c.staged, MultiStep):  # every call size the stretches make, traced and placed untimed
-            c.staged.warm(sorted({m for n in chunks for m in c.staged.sizes(n)}))
+            c.staged.warm(chunks)
         c.fns = [c.fns[0]] * choice.inflight
         run.pipeline, run.inflight = choice.describe(), choice.inflight
         if choice.note:
