@@ -44,7 +44,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
 def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, trace: str = "", lag: int = 1,
-          inter: int = 4, order: str = "free") -> None:
+          inter: int = 4, order: str = "free", feed: str = "host") -> None:
     """Time ``steps`` steps of ``n`` steps per call on K local workers; prints one RESULT line."""
     import numpy as np
     from hgpart.runtime.cluster import open_local
@@ -67,12 +67,18 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
         # seq: the N steps one after the other; pipe: step i's forward traced before step i - lag's update, in the
         # executor's own order or (--order 1f1b) each part's cross-part reads after its previous gradients
         ms = MultiStep(step, steps_per_call=n, inflight=lag + 1 if mode == "pipe" else 1, gated=order == "1f1b")
+        if feed == "resident":
+            ms.feed_device = pm.devices[0]
         fn = ms.function(n)
         rng = np.random.default_rng(0)
         x = rng.random((n * batch, *pm.graph.input_shape), dtype=np.float32)
         y = rng.integers(0, pm.graph.num_classes or 10, n * batch).astype(np.int32)
+        with tf.device(pm.devices[0]):  # --feed resident: one copy on the first worker, read by every call
+            xr, yr = tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
 
         def call() -> Any:
+            if feed == "resident":
+                return fn(xr, yr)[0].numpy()
             with tf.device(pm.host):
                 xt, yt = tf.constant(x), tf.constant(y)
             return fn(xt, yt)[0].numpy()
@@ -95,6 +101,7 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
                                       meta={"k": k, "n": n, "mode": mode})
             busy = [round(b, 3) for b in dt.busy]
             waits(dt.path)
+            layer_times(dt.path)
         print("RESULT " + json.dumps({"k": k, "n": n, "ips": calls * n * batch / wall,
                                       "client_cores": cpu / wall, "calls": calls, "busy": busy}), flush=True)
 
@@ -120,6 +127,33 @@ def waits(path: Path, gap_us: float = 300.0) -> None:
               f"of {span / 1e3:.1f} ms; before {before}", flush=True)
 
 
+def layer_times(path: Path, long_us: float = 5000.0) -> None:
+    """Print, per device of a written trace, its ops' time per step by layer (the step count is the traced loss
+    ops), and its idle gaps longer than ``long_us`` with when they began: where a call's fill and drain show."""
+    import re
+    from collections import defaultdict
+
+    events = [e for e in json.loads(Path(path).read_text())["traceEvents"] if e.get("ph") == "X"]
+    steps = max(1, sum(1 for e in events if "SoftmaxCrossEntropy" in e["cat"]))
+    by: dict[tuple[int, str], float] = defaultdict(float)
+    for e in events:
+        names = e["name"].split("/")
+        layer = next((re.sub(r"_\d+$", "", t) for t in names if re.match(r"(block|fc|pred|loss|conv|dense|res)", t)),
+                     "other")
+        by[(e["pid"], layer)] += e["dur"]
+    for pid in sorted({p for p, _ in by}):
+        mine = {layer: us / steps / 1e3 for (p, layer), us in by.items() if p == pid}
+        top = ", ".join(f"{layer} {ms:.2f}" for layer, ms in sorted(mine.items(), key=lambda kv: -kv[1]))
+        print(f"LAYERS device {pid}: {sum(mine.values()):.2f} ms of ops a step ({steps} steps): {top}", flush=True)
+        ops = sorted((e for e in events if e["pid"] == pid), key=lambda e: e["ts"])
+        end, gaps = ops[0]["ts"], []
+        for e in ops:
+            if e["ts"] > end + long_us:
+                gaps.append(f"{(e['ts'] - end) / 1e3:.1f} ms at {end / 1e3:.0f} ms before {e['name'][:40]}")
+            end = max(end, e["ts"] + e["dur"])
+        print(f"LONG device {pid}: {'; '.join(gaps) or 'none'}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--placements", required=True)
@@ -139,11 +173,14 @@ def main() -> None:
                     "flight - 1)")
     ap.add_argument("--trace", default="", help="also trace the workers after the timing (a folder per K and N "
                     "under it) and print each device's busy fraction")
+    ap.add_argument("--feed", choices=("host", "resident"), default="host",
+                    help="host: each call's batches copied from the client, as the runtime feeds them; resident: "
+                         "one copy kept on the first worker (what the feed's transfer costs)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]), args.steps, args.batch_size, args.mode,
-              args.trace, args.lag, args.inter, args.order)
+              args.trace, args.lag, args.inter, args.order, args.feed)
         return
     folder = Path(args.placements)
     files = {1: folder / f"{args.model}_single_k1.json", 2: folder / f"{args.model}_{args.k2}_k2.json"}
@@ -157,13 +194,13 @@ def main() -> None:
             for k in (1, 2):
                 cmd = [sys.executable, __file__, "--placements", args.placements, "--steps", str(args.steps),
                        "--batch-size", str(args.batch_size), "--mode", args.mode, "--lag", str(args.lag),
-                       "--inter", str(args.inter), "--order", args.order,
+                       "--inter", str(args.inter), "--order", args.order, "--feed", args.feed,
                        "--trace", f"{args.trace}/k{k}_n{n}_r{r}" if args.trace else "",
                        "--child", str(files[k]), str(k), str(n)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
                 for line in proc.stdout.splitlines():
-                    if line.startswith("WAITS "):
-                        print(f"round {r} K={k} N={n:>2}: {line[6:]}", flush=True)
+                    if line.startswith(("WAITS ", "LAYERS ", "LONG ")):
+                        print(f"round {r} K={k} N={n:>2}: {line.split(' ', 1)[1]}", flush=True)
                 rows = [json.loads(ln[7:]) for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
                 if proc.returncode or not rows:
                     print(f"round {r} K={k} N={n}: failed\n{proc.stderr[-1500:]}", flush=True)

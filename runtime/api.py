@@ -560,6 +560,7 @@ class _EpochLoop:
         micro = plan.inflight if plan.schedule is Schedule.SYNC else 1
         fix = "check the devices (a worker may have died) and the placement"
         if isinstance(staged, MultiStep):  # each size of call this part makes is traced and placed untimed
+            self.feed.ready(seg.start)  # the first call's batches read before, not after, the warm-up
             guarded(ds, staged.warm, [seg.steps])
         t0, c0 = time.perf_counter(), time.process_time()
         try:

@@ -94,6 +94,7 @@ class Data(ABC):
     def __init__(self, index: np.ndarray, *, where: str) -> None:
         self.index = np.asarray(index, np.int64)
         self.where = where
+        self._orders: dict[tuple[int, int], np.ndarray] = {}
 
     def __len__(self) -> int:
         return int(self.index.size)
@@ -129,8 +130,21 @@ class Data(ABC):
         """Positions of the samples of training step ``step`` (see the module docstring)."""
         spe = self.steps_per_epoch(batch_size)
         epoch, k = divmod(int(step), spe)
-        order = np.random.default_rng([int(seed), epoch]).permutation(len(self))
-        return order[k * batch_size:(k + 1) * batch_size]
+        return self._order(int(seed), epoch)[k * batch_size:(k + 1) * batch_size]
+
+    def _order(self, seed: int, epoch: int) -> np.ndarray:
+        """Epoch ``epoch``'s permutation of the samples, kept for the epoch's next steps (a permutation of a large
+        dataset per step would cost more than reading the step's batch)."""
+        key = (seed, epoch)
+        order = self._orders.get(key)
+        if order is None:  # one dict swapped in whole: the feed's parallel reads may race, never see half of it
+            order = np.random.default_rng([seed, epoch]).permutation(len(self))
+            self._orders = {key: order}
+        return order
+
+    def rows_of(self, start: int, n: int, batch_size: int, seed: int) -> np.ndarray:
+        """Positions of the samples of steps ``start .. start + n - 1``, in step order."""
+        return np.concatenate([self.step_rows(i, batch_size, seed) for i in range(start, start + n)])
 
     def batch(self, step: int, batch_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """The batch of training step ``step``."""
@@ -243,7 +257,19 @@ class StepFeed:
             return xs[j0:j0 + n], ys[j0:j0 + n]
         return np.stack([g[0][g[2]] for g in got]), np.stack([g[1][g[2]] for g in got])
 
+    def ready(self, step: int) -> None:
+        """Wait until the batch of ``step`` is read (it stays for :meth:`__call__` or :meth:`block`). Why: the
+        reader's ``next()`` waits for every call this process has issued (see the class docstring), so a feed
+        made just before other work (the compiled pipeline's untimed warm-up) would read its first batches only
+        after that work, on the clock of the first timed step."""
+        self._await(step, take=False)
+
     def _take(self, step: int) -> tuple[np.ndarray, np.ndarray, int]:
+        out = self._await(step, take=True)
+        assert out is not None
+        return out
+
+    def _await(self, step: int, *, take: bool) -> tuple[np.ndarray, np.ndarray, int] | None:
         with self._cond:
             self._asked = max(self._asked, step + 1)
             self._cond.notify_all()
@@ -256,6 +282,8 @@ class StepFeed:
                     raise HgpartError(f"the data has no batch for step {step}", where=self.where,
                                       fix="ask only for the steps the feed was made for")
                 self._cond.wait()
+            if not take:
+                return None
             out = self._ready.pop(step)
             self._cond.notify_all()
             return out
@@ -389,7 +417,7 @@ class ImageFolderData(Data):
              group: int = 1) -> StepFeed:
         import tensorflow as tf
 
-        rows = np.concatenate([self.step_rows(i, batch_size, seed) for i in range(start_step, start_step + steps)])
+        rows = self.rows_of(start_step, steps, batch_size, seed)
         idx = self.index[rows]
         with tf.device(host):
             labels = tf.data.Dataset.from_tensor_slices(self.labels[idx].astype(np.int32))

@@ -73,6 +73,8 @@ class MultiStep:
         self.inflight = 1 if step.micro > 1 else int(inflight)
         #: the 1F1B order of each part's reads (False: the executor's own order, to measure what the order buys)
         self.gated = bool(gated)
+        #: where a call's images and labels are split into its steps' batches (the probe's resident feed)
+        self.feed_device: str | None = None
         self._fns: dict[int, Any] = {}
         self._warm: set[int] = set()  # sizes whose function has run once (placed on the devices)
 
@@ -91,7 +93,7 @@ class MultiStep:
         step, pm = self.step, self.pm
         tv = [pv.var for pv in pm.trainable]
         lag = self.inflight - 1
-        with tf.device(pm.host), tf.name_scope("feed/steps"):
+        with tf.device(self.feed_device or pm.host), tf.name_scope("feed/steps"):
             xs, ys = (tf.split(x, n), tf.split(y, n)) if n > 1 else ([x], [y])
         gate = CrossGate() if self.gated and lag > 0 and pm.k > 1 else None
         # the loss part's update right after its gradients (it runs a batch's backward right after its forward);

@@ -104,6 +104,29 @@ def test_the_feed_reads_ahead_in_its_own_thread_and_names_the_step_that_failed()
     feed.close()
 
 
+def test_ready_waits_for_a_batch_without_taking_it_and_raises_the_readers_error() -> None:
+    """The compiled pipeline has its first call's batches read before its untimed warm-up (whose calls the
+    reader's ``next()`` would otherwise wait behind); the batch stays for the step that takes it."""
+    from hgpart.runtime.data import StepFeed
+
+    read: list[int] = []
+
+    def batches():  # noqa: ANN202 - a generator standing in for the tf.data iterator
+        for i in range(3):
+            read.append(i)
+            if i == 2:
+                raise OSError("disk gone")
+            yield np.full((2, 1), i, np.float32), np.array([i, i], np.int32)
+
+    feed = StepFeed(batches(), 7, where="--data d", ahead=1)
+    feed.ready(8)
+    assert read[:2] == [0, 1]  # step 8 is the second batch: read before ready returned
+    assert [int(feed(i)[1][0]) for i in (7, 8)] == [0, 1]  # and still there
+    with pytest.raises(HgpartError, match="cannot read the batch of step 9: OSError: disk gone"):
+        feed.ready(9)
+    feed.close()
+
+
 def test_a_grouped_feed_hands_out_the_same_batches_read_several_steps_at_a_time(tmp_path: Path) -> None:
     """The compiled pipeline reads its calls' batches ``group`` steps per ``next()``: the same batch for every step
     as one step at a time, from arrays and from an image folder, the last group short."""
