@@ -12,7 +12,10 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   whole step (:func:`hgpart.simulate.costs.step_floor` set to 1);
 * ``model parallelism as graph``: every model-parallel run simulated as one function per step, whatever ran;
 * ``async data parallelism overlapped``: the async data-parallel workers' calls overlap
-  (``SimPipeline.STAGES``) instead of taking turns; its rows are printed one by one.
+  (``SimPipeline.STAGES``) instead of taking turns; its rows are printed one by one;
+* ``compiled without the 1F1B gate``: the compiled pipeline's steps overlap as far as their data allow, without
+  the runtime's :class:`~hgpart.runtime.partitioned.CrossGate` (a part's cross-part read waits for its previous
+  backward); its compiled async rows are printed one by one.
 
 Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
 """
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
 from hgpart.simulate import costs  # noqa: E402
+from hgpart.simulate import run as simrun  # noqa: E402
 
 
 def _summary(rows: list[dict[str, Any]], label: str) -> str:
@@ -80,6 +84,16 @@ def main(argv: list[str]) -> int:
     lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
               f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)"
               for r in rows if r["strategy"].startswith("async-dp")]
+    real_mp = simrun.ModelParallel
+    simrun.ModelParallel = lambda *a, **kw: real_mp(*a, **{**kw, "gated": False})  # type: ignore[assignment,misc]
+    try:
+        rows = sv.predict(out, cluster)
+    finally:
+        simrun.ModelParallel = real_mp  # type: ignore[misc]
+    lines.append(_summary(rows, "compiled without the 1F1B gate"))
+    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
+              f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)"
+              for r in rows if r.get("pipeline") == "compiled" and r["strategy"].endswith("async")]
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)

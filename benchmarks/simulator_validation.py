@@ -143,7 +143,7 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     from hgpart.cluster import load_cluster
 
     cluster = load_cluster(str(cluster_path))
-    runs: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    runs: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
     for path in sorted((out / "measured").glob("*.json")):
         d = json.loads(path.read_text())
         mp = [r for r in d["runs"] if r.get("placement_path")]

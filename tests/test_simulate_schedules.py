@@ -95,6 +95,27 @@ def test_compiled_pipeline_calls_drain_their_window_and_cost_one_call_each() -> 
     assert sum(task.kind is TaskKind.CALL for task in eng.tasks) == 2
 
 
+def test_the_compiled_pipelines_1f1b_gate_holds_a_cross_part_read_until_the_previous_backward() -> None:
+    # as the test above with the runtime's CrossGate: within a call, part 1 reads job 1's map only after its
+    # backward of job 0. call 0 [0, 0.25]; dev0: F s0 b0 [0.25, 1.25], F s0 b1 [1.25, 2.25] (part 0 reads nothing
+    # across parts); dev1: F s1 b0 [1.75, 2.75], B s1 b0 [2.75, 4.75]; at 4.75 both part 1's update of b0 and
+    # F s1 b1 (gated) are ready, the older batch first: U1_0 [4.75, 5], F s1 b1 [5, 6], B s1 b1 [6, 8], U1_1 [8, 8.25];
+    # dev0: G_0 [4.75, 5.25], B s0 b0 [5.25, 7.25], U0_0 [7.25, 7.5], G_1 [8, 8.5], B s0 b1 [8.5, 10.5], U0_1
+    # [10.5, 10.75]. Call 1 [10.75, 11] starts with no gate: jobs 2 and 3 repeat jobs 0 and 1 from 10.75
+    wl = ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.ASYNC, inflight=2,
+                       call_s=0.25, steps_per_call=2, gated=True)
+    eng = Engine()
+    run = run_jobs(eng, wl, jobs=4)
+    t = _by_name(eng)
+    expect = {
+        "fwd s0 b1": (1.25, 2.25), "fwd s1 b0": (1.75, 2.75), "bwd s1 b0": (2.75, 4.75),
+        "update part 1 b0": (4.75, 5.0), "fwd s1 b1": (5.0, 6.0), "bwd s1 b1": (6.0, 8.0),
+        "bwd s0 b0": (5.25, 7.25), "bwd s0 b1": (8.5, 10.5), "fwd s1 b2": (12.5, 13.5), "fwd s1 b3": (15.75, 16.75),
+    }
+    assert {name: (t[name].start, t[name].end) for name in expect} == expect
+    assert run.ends == [7.5, 10.75, 18.25, 21.5]
+
+
 def test_a_single_device_with_several_steps_per_call_pays_one_call_per_call() -> None:
     wl = SingleDevice(1.0, 2.0, 0.5, 8, FixedLinks(0.25, 128.0), call_s=0.25, steps_per_call=2)
     eng = Engine()

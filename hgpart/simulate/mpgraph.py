@@ -19,7 +19,7 @@ unit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,6 +73,8 @@ class BatchTasks:
 
     loss: int
     backward_of_part: dict[int, list[int]]
+    #: per part, the backward of its units that read from another part: the gradients it sends back
+    cross_backward: dict[int, list[int]] = field(default_factory=dict)
 
 
 def _unit_keys(hg: Hypergraph, parts: np.ndarray, k: int) -> np.ndarray:
@@ -185,13 +187,15 @@ class _Builder:
         return self.eng.add(Task(name, TaskKind.SEND, seconds, ports, device=a, peer=b, batch=self.batch,
                                  deps=tuple(deps), nbytes=nbytes))
 
-    def forward(self, after: Sequence[int]) -> tuple[list[int], list[int]]:
+    def forward(self, after: Sequence[int], gate: Mapping[int, Sequence[int]]) -> tuple[list[int], list[int]]:
         tpl = self.tpl
         f: list[int] = []
         t: list[int] = [-1] * len(tpl.messages)
         for u, unit in enumerate(tpl.units):
             dev, res = self.place(unit.part)
             deps = [f[a] for a in self.in_local[u]] + [t[m] for m in self.in_msgs[u]]
+            if self.in_msgs[u]:
+                deps += gate.get(unit.part, ())
             f.append(self.eng.add(Task(f"fwd {unit.label}{self.tag}", TaskKind.COMPUTE, unit.forward, (res,),
                                        device=dev, batch=self.batch, deps=tuple(deps or after))))
             for m in self.out_msgs[u]:
@@ -221,15 +225,21 @@ class _Builder:
 
 
 def add_batch(eng: Engine, tpl: MPTemplate, place: Placer, route: Router, *, batch: int,
-              after: Sequence[int] = (), tag: str = "") -> BatchTasks:
-    """Add the forward, transfers and backward of one (micro-)batch; its first tasks wait for ``after``."""
+              after: Sequence[int] = (), tag: str = "", gate: Mapping[int, Sequence[int]] | None = None
+              ) -> BatchTasks:
+    """Add the forward, transfers and backward of one (micro-)batch; its first tasks wait for ``after``.
+    ``gate[p]``: tasks every forward of part ``p`` that reads from another part also waits for (the runtime's
+    1F1B order in one compiled call, :class:`hgpart.runtime.partitioned.CrossGate`)."""
     bld = _Builder(eng, tpl, place, route, batch, tag)
-    f, _ = bld.forward(after)
+    f, _ = bld.forward(after, gate or {})
     outputs = [f[u] for u in range(len(tpl.units)) if not bld.out_local[u] and not bld.out_msgs[u]]
     loss = eng.add(Task(f"loss{tag}", TaskKind.MARK, 0.0, batch=batch, deps=tuple(outputs)))
     b = bld.backward(f, loss)
     per_part: dict[int, list[int]] = {}
+    cross: dict[int, list[int]] = {}
     for u, unit in enumerate(tpl.units):
         if b[u] >= 0:
             per_part.setdefault(unit.part, []).append(b[u])
-    return BatchTasks(loss, per_part)
+            if bld.in_msgs[u]:
+                cross.setdefault(unit.part, []).append(b[u])
+    return BatchTasks(loss, per_part, cross)

@@ -286,7 +286,8 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     ups = _part_updates(tpl, pl.graph, layer_update_seconds(pl.graph, times, cluster.device, opts.optimizer))
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
                        call_s=cluster.device.call_overhead, replicas=reps,
-                       grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params], steps_per_call=_per_call(opts))
+                       grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params], steps_per_call=_per_call(opts),
+                       gated=True)
     settings = model_memory_settings(opts, batch, pl)
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
     cap = cluster.device.memory_bytes

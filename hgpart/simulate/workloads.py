@@ -163,8 +163,13 @@ class ModelParallel:
     replicas: int = 1
     grad_bytes: Sequence[float] = ()
     steps_per_call: int = 0
+    #: compiled and async: each part reads from another part only after the previous step's backward of the
+    #: units that read so (the runtime's 1F1B :class:`~hgpart.runtime.partitioned.CrossGate`, within a call)
+    gated: bool = False
     #: the compiled pipeline's calls so far: call index -> (its call task, the last task of each of its jobs)
     _calls: dict[int, tuple[tuple[int, ...], list[int]]] = field(default_factory=dict, repr=False)
+    #: the gate of the next job: (its call, per part the tasks its cross-part reads wait for)
+    _gate: tuple[int, dict[int, list[int]]] = field(default=(-1, {}), repr=False)
 
     def __post_init__(self) -> None:
         if self.replicas > 1 and self.mode is not Mode.SYNC:
@@ -190,11 +195,19 @@ class ModelParallel:
         k = self.tpl.k
         back: dict[tuple[int, int], list[int]] = {}  # (replica, part) -> its backward tasks
         after = self._start(eng, job)
+        gating = self.gated and self.steps_per_call > 0 and self.mode is Mode.ASYNC and self.inflight > 1 and k > 1
+        call = job // self.steps_per_call if self.steps_per_call > 0 else job
+        if job == 0:
+            self._gate = (-1, {})
+        gate = self._gate[1] if gating and self._gate[0] == call else {}  # a call starts with no gate
         for r in range(self.replicas):
             place = self._placer(r)
             for m in range(micro):
                 tag = (f" r{r}" if self.replicas > 1 else "") + f" b{job}" + (f".{m}" if micro > 1 else "")
-                bt = add_batch(eng, self.tpl, place, self.where.transfer, batch=job, tag=tag, after=after)
+                bt = add_batch(eng, self.tpl, place, self.where.transfer, batch=job, tag=tag, after=after,
+                               gate=gate)
+                if gating:
+                    self._gate = (call, bt.cross_backward)
                 for p, ids in bt.backward_of_part.items():
                     back.setdefault((r, p), []).extend(ids)
         ups = []

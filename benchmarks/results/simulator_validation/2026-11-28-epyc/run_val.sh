@@ -3,7 +3,7 @@
 # pipeline when auto picks it): one-core profiles (made with the profiler that no longer times the images'
 # gradient), calibrate, measure, simulate
 cd /work/main
-V=/work/scratch/val3
+V=/work/scratch/val3  # copied here afterwards: run/* into this folder, with profiles/ and the cluster file
 mkdir -p $V/profiles
 for spec in minivgg:32:8 minivgg:32:16 minivgg:32:32 minivgg:32:64 minires:32:8 minires:32:16 minires:32:32 minires:32:64 vgg16:64:4 vgg16:64:8 vgg16:64:16 vgg16:64:32; do
   IFS=: read m s b <<< "$spec"
