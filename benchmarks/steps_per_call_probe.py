@@ -100,57 +100,63 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
                                       steps=2, inflight=1, devices=pm.devices, node_devices=nodes,
                                       meta={"k": k, "n": n, "mode": mode})
             busy = [round(b, 3) for b in dt.busy]
-            waits(dt.path)
-            layer_times(dt.path)
+            by = device_ops(dt.path)
+            waits(by)
+            layer_times(by)
         print("RESULT " + json.dumps({"k": k, "n": n, "ips": calls * n * batch / wall,
                                       "client_cores": cpu / wall, "calls": calls, "busy": busy}), flush=True)
 
 
-def waits(path: Path, gap_us: float = 300.0) -> None:
-    """Print, per device of a written trace, its idle gaps longer than ``gap_us`` and which ops they came before."""
-    from collections import Counter, defaultdict
+def device_ops(path: Path) -> dict[int, list[dict[str, Any]]]:
+    """The op events of a written trace, per device, in start order."""
+    from collections import defaultdict
 
-    events = [e for e in json.loads(Path(path).read_text())["traceEvents"] if e.get("ph") == "X"]
     by: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for e in events:
-        by[e["pid"]].append(e)
-    for pid in sorted(by):
-        ops = sorted(by[pid], key=lambda e: e["ts"])
-        end, gaps = ops[0]["ts"], []
-        for e in ops:
-            if e["ts"] > end + gap_us:
-                gaps.append((e["ts"] - end, e["cat"]))
-            end = max(end, e["ts"] + e["dur"])
-        span = end - ops[0]["ts"]
-        before = Counter(cat for _, cat in gaps).most_common(3)
-        print(f"WAITS device {pid}: {len(gaps)} gaps > {gap_us / 1e3:.1f} ms, {sum(g for g, _ in gaps) / 1e3:.1f} ms "
-              f"of {span / 1e3:.1f} ms; before {before}", flush=True)
+    for e in json.loads(Path(path).read_text())["traceEvents"]:
+        if e.get("ph") == "X":
+            by[e["pid"]].append(e)
+    return {pid: sorted(ops, key=lambda e: e["ts"]) for pid, ops in sorted(by.items())}
 
 
-def layer_times(path: Path, long_us: float = 5000.0) -> None:
-    """Print, per device of a written trace, its ops' time per step by layer (the step count is the traced loss
-    ops), and its idle gaps longer than ``long_us`` with when they began: where a call's fill and drain show."""
+def idle_gaps(ops: list[dict[str, Any]], min_us: float) -> tuple[list[tuple[float, float, dict[str, Any]]], float]:
+    """A device's idle gaps longer than ``min_us`` as (when it began, its length, the op after it), and the end of
+    its last op (microseconds)."""
+    end, gaps = ops[0]["ts"], []
+    for e in ops:
+        if e["ts"] > end + min_us:
+            gaps.append((end, e["ts"] - end, e))
+        end = max(end, e["ts"] + e["dur"])
+    return gaps, end
+
+
+def waits(by: dict[int, list[dict[str, Any]]], gap_us: float = 300.0) -> None:
+    """Print, per device, its idle gaps longer than ``gap_us`` and which ops they came before."""
+    from collections import Counter
+
+    for pid, ops in by.items():
+        gaps, end = idle_gaps(ops, gap_us)
+        before = Counter(e["cat"] for _, _, e in gaps).most_common(3)
+        print(f"WAITS device {pid}: {len(gaps)} gaps > {gap_us / 1e3:.1f} ms, {sum(g for _, g, _ in gaps) / 1e3:.1f} "
+              f"ms of {(end - ops[0]['ts']) / 1e3:.1f} ms; before {before}", flush=True)
+
+
+def layer_times(by: dict[int, list[dict[str, Any]]], long_us: float = 5000.0) -> None:
+    """Print, per device, its ops' time per step by layer (the step count is the traced loss ops), and its idle
+    gaps longer than ``long_us`` with when they began: where a call's fill and drain show."""
     import re
     from collections import defaultdict
 
-    events = [e for e in json.loads(Path(path).read_text())["traceEvents"] if e.get("ph") == "X"]
-    steps = max(1, sum(1 for e in events if "SoftmaxCrossEntropy" in e["cat"]))
-    by: dict[tuple[int, str], float] = defaultdict(float)
-    for e in events:
-        names = e["name"].split("/")
-        layer = next((re.sub(r"_\d+$", "", t) for t in names if re.match(r"(block|fc|pred|loss|conv|dense|res)", t)),
-                     "other")
-        by[(e["pid"], layer)] += e["dur"]
-    for pid in sorted({p for p, _ in by}):
-        mine = {layer: us / steps / 1e3 for (p, layer), us in by.items() if p == pid}
+    steps = max(1, sum(1 for ops in by.values() for e in ops if "SoftmaxCrossEntropy" in e["cat"]))
+    for pid, ops in by.items():
+        mine: dict[str, float] = defaultdict(float)
+        for e in ops:
+            layer = next((re.sub(r"_\d+$", "", t) for t in e["name"].split("/")
+                          if re.match(r"(block|fc|pred|loss|conv|dense|res)", t)), "other")
+            mine[layer] += e["dur"] / steps / 1e3
         top = ", ".join(f"{layer} {ms:.2f}" for layer, ms in sorted(mine.items(), key=lambda kv: -kv[1]))
         print(f"LAYERS device {pid}: {sum(mine.values()):.2f} ms of ops a step ({steps} steps): {top}", flush=True)
-        ops = sorted((e for e in events if e["pid"] == pid), key=lambda e: e["ts"])
-        end, gaps = ops[0]["ts"], []
-        for e in ops:
-            if e["ts"] > end + long_us:
-                gaps.append(f"{(e['ts'] - end) / 1e3:.1f} ms at {end / 1e3:.0f} ms before {e['name'][:40]}")
-            end = max(end, e["ts"] + e["dur"])
+        gaps = [f"{g / 1e3:.1f} ms at {t / 1e3:.0f} ms before {e['name'][:40]}"
+                for t, g, e in idle_gaps(ops, long_us)[0]]
         print(f"LONG device {pid}: {'; '.join(gaps) or 'none'}", flush=True)
 
 

@@ -196,9 +196,7 @@ class ModelParallel:
         back: dict[tuple[int, int], list[int]] = {}  # (replica, part) -> its backward tasks
         after = self._start(eng, job)
         gating = self.gated and self.steps_per_call > 0 and self.mode is Mode.ASYNC and self.inflight > 1 and k > 1
-        call = job // self.steps_per_call if self.steps_per_call > 0 else job
-        if job == 0:
-            self._gate = (-1, {})
+        call = job // max(1, self.steps_per_call)
         gate = self._gate[1] if gating and self._gate[0] == call else {}  # a call starts with no gate
         for r in range(self.replicas):
             place = self._placer(r)
@@ -230,8 +228,9 @@ class ModelParallel:
         """What job ``job``'s first tasks wait for: its own call, or (compiled) the call of its group of jobs."""
         if self.steps_per_call <= 0:
             return _call(eng, f"call b{job}", self.call_s, self.devices[0], job)
-        if job == 0:
+        if job == 0:  # a new run
             self._calls.clear()
+            self._gate = (-1, {})
         c = job // self.steps_per_call
         if c not in self._calls:  # the first job of call c: the call waits for every job of call c - 1
             prev = self._calls.pop(c - 1, ((), []))[1]
