@@ -11,13 +11,17 @@ the cores the workers need; and the whole-step function runs its steps one after
 placement one part waits while the other computes. Here one call's body is ``n`` training steps, traced so that
 they overlap as PipeDream's asynchronous pipeline does (``benchmarks/results/steps_per_call/``):
 
-* **Staleness.** On every part but the loss part, step ``i``'s forward is traced before the update of step
-  ``i - (inflight - 1)``. TensorFlow runs the reads and writes of one variable in the order they were traced, so
-  there step ``i`` reads weights that miss at most the ``inflight - 1`` previous steps' updates, and nothing else
-  orders its forward after their backward. The loss part (where the logits are) is updated right after each
-  step's gradients: in 1F1B order it runs a batch's backward right after its forward anyway, so its weights need
-  not be stale, and making them so did not converge (3 in flight on every part: 0 of 6 seeded minivgg runs; 2:
-  4 of 5). As in PipeDream, only the parts that run ahead read older weights. Each step's gradient is computed
+* **Staleness.** On every piece (a layer's share on one part) that runs ahead of the loss, step ``i``'s forward
+  is traced before the update of step ``i - (inflight - 1)``. TensorFlow runs the reads and writes of one variable
+  in the order they were traced, so there step ``i`` reads weights that miss at most the ``inflight - 1`` previous
+  steps' updates, and nothing else orders its forward after their backward. The last stage's pieces (on the loss
+  part, where the logits are: :func:`fresh_pieces`) are updated right after each step's gradients: in 1F1B order
+  it runs a batch's backward right after its forward anyway, so its weights need not be stale, and making them
+  so did not converge (3 in flight on every part: 0 of 6 seeded minivgg runs; 2: 4 of 5). As in PipeDream, only
+  the stages that run ahead read older weights, also when the loss part holds the model's first layers as well
+  as its last (they run ahead; fresh, they would wait for every step's whole backward). Each part's Adam step
+  counter moves once a step; where a part holds both kinds of piece, the ahead pieces' Adam step is counted from
+  the call's first step, so their update does not wait for a later step's fresh update. Each step's gradient is computed
   against the weights its own forward read (the forward's read is the backward's input: weight stashing, with no
   copy) and applied, in step order, to the current ones. The updates still pending at the end of a call are
   applied in it, so a call's first step sees every earlier update. ``inflight = 1`` (and sync mode) runs the steps
@@ -47,7 +51,7 @@ from hgpart.runtime.step import restoring
 from hgpart.errors import HgpartError
 from hgpart.placement import STEPS_PER_CALL
 
-__all__ = ["MultiStep", "Block", "call_sizes", "run_calls", "STEPS_PER_CALL"]
+__all__ = ["MultiStep", "Block", "fresh_pieces", "call_sizes", "run_calls", "STEPS_PER_CALL"]
 
 def call_sizes(steps: int, steps_per_call: int) -> list[int]:
     """The calls of a segment of ``steps`` steps: full calls of ``steps_per_call``, then the remainder as powers of
@@ -57,6 +61,38 @@ def call_sizes(steps: int, steps_per_call: int) -> list[int]:
                           fix="pass a number >= 1")
     full, rest = divmod(int(steps), int(steps_per_call))
     return [steps_per_call] * full + [1 << b for b in range(rest.bit_length() - 1, -1, -1) if rest >> b & 1]
+
+
+def adam_steps(pm: Any, base: dict[int, Any], j: int) -> dict[int, Any]:
+    """Adam's step of a call's step ``j`` on each part whose counter was ``base`` at the call's start (computed on
+    that part's device)."""
+    import tensorflow as tf
+
+    out = {}
+    for p, b in base.items():
+        with tf.device(pm.devices[p]), tf.name_scope("update/t"):
+            out[p] = b + float(j + 1)
+    return out
+
+
+def fresh_pieces(pm: Any) -> set[tuple[str, int]]:
+    """The (layer, part) pieces whose update follows each step's gradients at once in the compiled pipeline: those
+    on the loss part, except a whole layer there whose output reaches another part (it runs ahead of the loss, as
+    the first parts do). A split layer's piece on the loss part stays fresh: such layers exchange pieces at every
+    layer and do not pipeline, and making them stale did not converge (see the module docstring)."""
+    graph, lp = pm.graph, pm.loss_part
+    readers = graph.consumers()
+    leaves: dict[str, bool] = {}  # a layer's output reaches a piece off the loss part
+    for layer in reversed(graph.layers):
+        leaves[layer.name] = any(set(pm.layout.get(r, {})) - {lp} or leaves[r] for r in readers[layer.name])
+    out: set[tuple[str, int]] = set()
+    for pv in pm.vars:
+        if pv.part != lp:
+            continue
+        whole = set(pm.layout.get(pv.layer, {lp: None})) == {lp}
+        if not whole or not leaves[pv.layer]:
+            out.add((pv.layer, pv.part))
+    return out
 
 
 class MultiStep:
@@ -96,10 +132,20 @@ class MultiStep:
         with tf.device(self.feed_device or pm.host), tf.name_scope("feed/steps"):
             xs, ys = (tf.split(x, n), tf.split(y, n)) if n > 1 else ([x], [y])
         gate = CrossGate() if self.gated and lag > 0 and pm.k > 1 else None
-        # the loss part's update right after its gradients (it runs a batch's backward right after its forward);
-        # the parts that run ahead read weights up to ``lag`` updates old
-        fresh = {pm.loss_part} if lag > 0 else set(range(pm.k))
-        ahead = set(range(pm.k)) - fresh
+        # the last stage's update right after its gradients (it runs a batch's backward right after its forward);
+        # the pieces that run ahead read weights up to ``lag`` updates old
+        every = {(pv.layer, pv.part) for pv in pm.vars}
+        fresh = fresh_pieces(pm) if lag > 0 else every
+        ahead = every - fresh
+        # a part's step counter moves once a step: with its fresh pieces' update if it has any, else its other one;
+        # on a part with both, the stale pieces' Adam step counts from the call's first step (reading the counter
+        # as it moves would order their update after the fresh pieces' update of a later step)
+        moves = {p for _, p in fresh}
+        late = {p for _, p in ahead} - moves
+        base = {}
+        for p in {p for _, p in ahead} & moves:
+            with tf.device(pm.devices[p]), tf.name_scope("update/base"):
+                base[p] = tf.identity(step.counters[pm.devices[p]].read_value())
         losses, accs, pending = [], [], []
         for i in range(n):
             if gate is not None:
@@ -112,15 +158,15 @@ class MultiStep:
                 for (p, _), g in zip(crossing, grads[len(tv):], strict=True):
                     if g is not None:
                         gate.wait.setdefault(p, []).append(g)
-            step.update(grads[: len(tv)], f.stats, parts=fresh)
+            step.update(grads[: len(tv)], f.stats, pieces=fresh)
             if ahead:
                 pending.append((grads[: len(tv)], f.stats))
-            if len(pending) > lag:  # step i - lag's update on the other parts, traced after step i's forward
-                step.update(*pending.pop(0), parts=ahead)
+            if len(pending) > lag:  # step i - lag's update of the other pieces, traced after step i's forward
+                step.update(*pending.pop(0), pieces=ahead, advance=late, steps=adam_steps(pm, base, i - lag))
             losses.append(f.loss)
             accs.append(step.accuracy(f))
-        for p in pending:
-            step.update(*p, parts=ahead)
+        for j, p in enumerate(pending, start=n - len(pending)):
+            step.update(*p, pieces=ahead, advance=late, steps=adam_steps(pm, base, j))
         with tf.device(pm.host), tf.name_scope("steps/out"):
             return tf.stack(losses), tf.stack(accs)
 

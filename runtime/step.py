@@ -157,33 +157,43 @@ class TrainStep:
             loss = tf.add_n(losses) / float(self.micro) if self.micro > 1 else losses[0]
         return Forward(loss, stats, logits, ys)
 
-    def update(self, grads: list[Any], stats: list[list], *, parts: set[int] | None = None) -> None:
+    def update(self, grads: list[Any], stats: list[list], *, pieces: set[tuple[str, int]] | None = None,
+               advance: set[int] | None = None, steps: dict[int, Any] | None = None) -> None:
         """The graph of one optimizer update: ``grads`` (one per trainable variable, None for none) applied on each
-        variable's device, every device's step counter advanced, the BatchNorm moving statistics updated; with
-        ``parts``, only those parts' variables, counters and statistics (a step's update applied part by part)."""
+        variable's device, every device's step counter advanced, the BatchNorm moving statistics updated.
+
+        A step's update applied in pieces (:mod:`hgpart.runtime.multistep`): ``pieces``, the (layer, part) pairs
+        whose variables and statistics this update writes; ``advance``, the parts whose step counters it advances
+        (default: every part it writes). On a part it writes without advancing, Adam's step is ``steps[part]``
+        (its counter is advanced by another update of the same step, which this one must not wait for)."""
         import tensorflow as tf
 
         pm = self.pm
-        mine = set(range(pm.k)) if parts is None else parts
+        mine = {(pv.layer, pv.part) for pv in pm.vars} if pieces is None else pieces
+        moves = {p for _, p in mine} if advance is None else advance
         for i, (pv, g) in enumerate(zip(pm.trainable, grads, strict=True)):
-            if g is None or pv.part not in mine:
+            if g is None or (pv.layer, pv.part) not in mine:
                 continue
             with tf.device(pm.devices[pv.part]), tf.name_scope(f"update/{pv.layer}"):
-                self._apply(pv, g, self.slots[i])
-        devices = {pm.devices[p] for p in mine}
+                self._apply(pv, g, self.slots[i], None if pv.part in moves else (steps or {})[pv.part])
+        devices = {pm.devices[p] for p in moves}
         for dev, c in self.counters.items():
             if dev in devices:
                 with tf.device(dev), tf.name_scope("update/step"):
                     c.assign_add(1.0)
         self._bn_updates(stats, mine)
 
-    def _apply(self, pv: PartVariable, g: Any, slots: list[Any]) -> None:
-        """Keras 3's update formulas, on the variable's device."""
-        t = self.counters[self.pm.devices[pv.part]] + 1.0 if self.opt.name != "momentum" else None
+    def _apply(self, pv: PartVariable, g: Any, slots: list[Any], t: Any = None) -> None:
+        """Keras 3's update formulas, on the variable's device; Adam's step ``t`` defaults to the device's counter
+        plus one."""
+        if self.opt.name == "momentum":
+            t = None
+        elif t is None:
+            t = self.counters[self.pm.devices[pv.part]] + 1.0
         apply_update(self.opt, pv.var, g, slots, t)
 
-    def _bn_updates(self, stats: list[list], parts: set[int]) -> None:
-        """Apply every micro-batch's moving-statistics update in order, on the statistic's device (``parts``'
+    def _bn_updates(self, stats: list[list], pieces: set[tuple[str, int]]) -> None:
+        """Apply every micro-batch's moving-statistics update in order, on the statistic's device (``pieces``'
         statistics only)."""
         import tensorflow as tf
 
@@ -191,7 +201,7 @@ class TrainStep:
             return
         for j in range(len(stats[0])):
             mm, mv, _, _, mom = stats[0][j]
-            if mm.part not in parts:
+            if (mm.layer, mm.part) not in pieces:
                 continue
             with tf.device(self.pm.devices[mm.part]), tf.name_scope("update/bn"):
                 a, b = mm.var.read_value(), mv.var.read_value()

@@ -13,11 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 from hgpart.runtime.api import PartitionedModel
-from hgpart.runtime.multistep import MultiStep, call_sizes
+from hgpart.runtime.multistep import MultiStep, call_sizes, fresh_pieces
 from hgpart.runtime.pipechoice import choose_pipeline
 from test_stages import DS, B, _data, _placement
 
 from hgpart.errors import HgpartError
+from hgpart.hypergraph import build_hypergraph
+from hgpart.partitioners._units import vertex_units
+from hgpart.placement import Placement
 
 
 def _fit(pipeline: str, inflight: int, steps: int, *, mode: str = "async", spc: int = 4, model: str = "minivgg",
@@ -57,52 +60,75 @@ def test_one_batch_in_flight_is_exactly_one_step_per_call(model: str, mode: str,
     assert _max_diff(w1, w2) == 0.0
 
 
-def _by_hand(pm: PartitionedModel, step: Any, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Two steps by hand with the step's own graphs: step 0's gradient g0 at w0; the loss part's share of g0 applied;
-    step 1's gradient g1 (the other part still at w0); g0 applied to the other part, then g1 everywhere. The two
-    losses."""
+def _by_hand(pm: PartitionedModel, step: Any, xs: np.ndarray, ys: np.ndarray, tail: set[str]) -> np.ndarray:
+    """Two steps by hand with the step's own graphs: step 0's gradient g0 at w0; g0's share of the fresh pieces (the
+    ``tail`` layers on the loss part) applied; step 1's gradient g1 (the other pieces still at w0); g0 applied to
+    the other pieces, then g1 everywhere. The two losses."""
     import tensorflow as tf
 
     tv = [pv.var for pv in pm.placed.trainable]
-    loss_part = {pm.placed.loss_part}
-    ahead = set(range(pm.placed.k)) - loss_part
+    every = {(pv.layer, pv.part) for pv in pm.placed.vars}
+    fresh = {(layer, p) for layer, p in every if p == pm.placed.loss_part and layer in tail}
+    ahead = every - fresh
+    shared = {p for _, p in fresh} & {p for _, p in ahead}  # its counter moves with the fresh pieces' update
 
     @tf.function
     def grads(bx: Any, by: Any) -> Any:
         f = step.forward_loss(bx, by)
         return f.loss, tf.gradients(f.loss, tv)
 
-    @tf.function
-    def apply(gs: Any, parts: Any) -> None:
-        step.update(list(gs), [], parts=set(parts))
+    def apply(gs: Any, pieces: set, advance: set | None = None, t: float = 0.0) -> None:
+        tf.function(lambda: step.update(list(gs), [], pieces=pieces, advance=advance,
+                                        steps={p: tf.constant(t) for p in shared}))()
 
     with tf.device(pm.placed.host):
         b0 = (tf.constant(xs[:B]), tf.constant(ys[:B]))
         b1 = (tf.constant(xs[B:]), tf.constant(ys[B:]))
     l0, g0 = grads(*b0)
-    apply(g0, tuple(loss_part))
-    l1, g1 = grads(*b1)  # the loss part's weights updated, the other part's not yet
-    apply(g0, tuple(ahead))
-    apply(g1, tuple(range(pm.placed.k)))
+    apply(g0, fresh)
+    l1, g1 = grads(*b1)  # the fresh pieces updated, the others not yet
+    apply(g0, ahead, {p for _, p in ahead} - shared, t=1.0)  # Adam's step 1 on a part whose counter is at 1
+    apply(g1, every)
     return np.array([float(l0), float(l1)])
 
 
-def test_two_in_flight_computes_each_gradient_at_weights_missing_the_previous_update() -> None:
-    """One call of 2 steps (SGD with momentum, so the order and the staleness both show in the weights): step 1's
-    gradient is computed at weights missing step 0's update on the part that runs ahead, and with it on the loss
-    part; the updates land in step order. The reference applies the same gradients by hand."""
+def _wrapped(pl: Placement) -> Placement:
+    """``pl`` (layer-wise, two parts) with its last two layers moved to the first part: the first part holds the
+    model's first layers and its last, a stage before and a stage after the second part's."""
+    graph = pl.graph
+    hg = build_hypergraph(graph, pl.work, batch_size=B, grain="coarse")
+    units = vertex_units(hg)
+    parts = pl.vertex_parts(hg).copy()
+    parts[units >= units.max() - 1] = 0
+    return Placement.from_vertex_parts(graph, hg, parts, k=2, method="layerwise", work=pl.work)
+
+
+@pytest.mark.parametrize(("wrapped", "optimizer"), [(False, "momentum"), (True, "adam")])
+def test_two_in_flight_computes_each_gradient_at_weights_missing_the_previous_update(wrapped: bool,
+                                                                                      optimizer: str) -> None:
+    """One call of 2 steps (SGD with momentum or Adam, so the order and the staleness both show in the weights):
+    step 1's gradient is computed at weights missing step 0's update on the pieces that run ahead, and with it on
+    the last stage's; the updates land in step order. The reference applies the same gradients by hand. Wrapped:
+    the loss part also holds the first layers, which run ahead, with Adam's step counted per step."""
     x, y = _data()
     xs, ys = x[: 2 * B], y[: 2 * B]
     pl = _placement("minivgg")
+    if wrapped:
+        pl = _wrapped(pl)
+    assert pl.loss_part() == (0 if wrapped else 1)
+    tail = {ly.name for ly in pl.graph.layers[-2:]} if wrapped else {ly.name for ly in pl.graph.layers}
     runs = []
     for way in ("compiled", "by hand", "sequential"):
-        pm = PartitionedModel.from_placement(pl, device_set=DS, seed=3, optimizer="momentum", lr=0.05)
+        pm = PartitionedModel.from_placement(pl, device_set=DS, seed=3, optimizer=optimizer, lr=0.05)
         step = pm.train_step(B, "async")
         if way != "by hand":
             ms = MultiStep(step, steps_per_call=2, inflight=2 if way == "compiled" else 1)
+            if way == "compiled":
+                assert fresh_pieces(pm.placed) == {(pv.layer, pv.part) for pv in pm.placed.vars
+                                                   if pv.part == pm.placed.loss_part and pv.layer in tail}
             losses, _ = ms.run(xs, ys)
         else:
-            losses = _by_hand(pm, step, xs, ys)
+            losses = _by_hand(pm, step, xs, ys, tail)
         runs.append((pm.placed.keras_weights(), losses, [float(c.numpy()) for c in step.counters.values()]))
     (wc, lc, cc), (wh, lh, ch), (ws, ls, _) = runs
     np.testing.assert_allclose(lc, lh, rtol=1e-5)
