@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.evaluation import MeteredStep
-from hgpart.runtime.partitioned import CrossGate
+from hgpart.runtime.partitioned import CrossGate, PlacedModel
 from hgpart.runtime.pipeline import StepRecord, Task, raise_first
 from hgpart.runtime.step import restoring
 
@@ -63,7 +63,7 @@ def call_sizes(steps: int, steps_per_call: int) -> list[int]:
     return [steps_per_call] * full + [1 << b for b in range(rest.bit_length() - 1, -1, -1) if rest >> b & 1]
 
 
-def adam_steps(pm: Any, base: dict[int, Any], j: int) -> dict[int, Any]:
+def adam_steps(pm: PlacedModel, base: dict[int, Any], j: int) -> dict[int, Any]:
     """Adam's step of a call's step ``j`` on each part whose counter was ``base`` at the call's start (computed on
     that part's device)."""
     import tensorflow as tf
@@ -75,7 +75,7 @@ def adam_steps(pm: Any, base: dict[int, Any], j: int) -> dict[int, Any]:
     return out
 
 
-def fresh_pieces(pm: Any) -> set[tuple[str, int]]:
+def fresh_pieces(pm: PlacedModel) -> set[tuple[str, int]]:
     """The (layer, part) pieces whose update follows each step's gradients at once in the compiled pipeline: those
     on the loss part, except a whole layer there whose output reaches another part (it runs ahead of the loss, as
     the first parts do). A split layer's piece on the loss part stays fresh: such layers exchange pieces at every
