@@ -82,17 +82,10 @@ def fresh_pieces(pm: PlacedModel) -> set[tuple[str, int]]:
     layer and do not pipeline, and making them stale did not converge (see the module docstring)."""
     graph, lp = pm.graph, pm.loss_part
     readers = graph.consumers()
-    leaves: dict[str, bool] = {}  # a layer's output reaches a piece off the loss part
+    reaches: dict[str, bool] = {}  # whether a layer's output reaches a piece off the loss part
     for layer in reversed(graph.layers):
-        leaves[layer.name] = any(set(pm.layout.get(r, {})) - {lp} or leaves[r] for r in readers[layer.name])
-    out: set[tuple[str, int]] = set()
-    for pv in pm.vars:
-        if pv.part != lp:
-            continue
-        whole = set(pm.layout.get(pv.layer, {lp: None})) == {lp}
-        if not whole or not leaves[pv.layer]:
-            out.add((pv.layer, pv.part))
-    return out
+        reaches[layer.name] = any(set(pm.layout[r]) - {lp} or reaches[r] for r in readers[layer.name])
+    return {(name, p) for name, p in pm.pieces if p == lp and (set(pm.layout[name]) != {lp} or not reaches[name])}
 
 
 class MultiStep:
@@ -134,9 +127,8 @@ class MultiStep:
         gate = CrossGate() if self.gated and lag > 0 and pm.k > 1 else None
         # the last stage's update right after its gradients (it runs a batch's backward right after its forward);
         # the pieces that run ahead read weights up to ``lag`` updates old
-        every = {(pv.layer, pv.part) for pv in pm.vars}
-        fresh = fresh_pieces(pm) if lag > 0 else every
-        ahead = every - fresh
+        fresh = fresh_pieces(pm) if lag > 0 else pm.pieces
+        ahead = pm.pieces - fresh
         # a part's step counter moves once a step: with its fresh pieces' update if it has any, else its other one;
         # on a part with both, the stale pieces' Adam step counts from the call's first step (reading the counter
         # as it moves would order their update after the fresh pieces' update of a later step)

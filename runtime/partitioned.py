@@ -302,6 +302,11 @@ class PlacedModel:
     def trainable(self) -> list[PartVariable]:
         return [pv for pv in self.vars if pv.trainable]
 
+    @property
+    def pieces(self) -> set[tuple[str, int]]:
+        """Every (layer, part) that holds variables: what an update applied in pieces selects from."""
+        return {(pv.layer, pv.part) for pv in self.vars}
+
     def keras_weights(self) -> dict[str, dict[str, np.ndarray]]:
         """Current weights reassembled in the Keras layout (for checking against single-device training)."""
         out: dict[str, dict[str, np.ndarray]] = {}

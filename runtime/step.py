@@ -169,7 +169,7 @@ class TrainStep:
         import tensorflow as tf
 
         pm = self.pm
-        mine = {(pv.layer, pv.part) for pv in pm.vars} if pieces is None else pieces
+        mine = pm.pieces if pieces is None else pieces
         moves = {p for _, p in mine} if advance is None else advance
         for i, (pv, g) in enumerate(zip(pm.trainable, grads, strict=True)):
             if g is None or (pv.layer, pv.part) not in mine:

@@ -67,7 +67,7 @@ def _by_hand(pm: PartitionedModel, step: Any, xs: np.ndarray, ys: np.ndarray, ta
     import tensorflow as tf
 
     tv = [pv.var for pv in pm.placed.trainable]
-    every = {(pv.layer, pv.part) for pv in pm.placed.vars}
+    every = pm.placed.pieces
     fresh = {(layer, p) for layer, p in every if p == pm.placed.loss_part and layer in tail}
     ahead = every - fresh
     shared = {p for _, p in fresh} & {p for _, p in ahead}  # its counter moves with the fresh pieces' update
@@ -124,8 +124,8 @@ def test_two_in_flight_computes_each_gradient_at_weights_missing_the_previous_up
         if way != "by hand":
             ms = MultiStep(step, steps_per_call=2, inflight=2 if way == "compiled" else 1)
             if way == "compiled":
-                assert fresh_pieces(pm.placed) == {(pv.layer, pv.part) for pv in pm.placed.vars
-                                                   if pv.part == pm.placed.loss_part and pv.layer in tail}
+                assert fresh_pieces(pm.placed) == {(layer, p) for layer, p in pm.placed.pieces
+                                                   if p == pm.placed.loss_part and layer in tail}
             losses, _ = ms.run(xs, ys)
         else:
             losses = _by_hand(pm, step, xs, ys, tail)
