@@ -31,17 +31,23 @@ from typing import Any
 
 import numpy as np
 
-from hgpart.cluster import CLUSTER_FORMAT, GIB, THIS_MACHINE, cluster_from_dict
+from hgpart.cluster import CLUSTER_FORMAT, GIB, THIS_MACHINE, RingCost, cluster_from_dict
 from hgpart.errors import HgpartError
 from hgpart.profile import BACKWARD_FLOP_FACTOR
 
-__all__ = ["LINK_SIZES", "QUICK_LINK_SIZES", "Calibration", "ComputeRate", "LinkFit", "cluster_document",
-           "compute_rate", "fit_link", "machine_memory_bytes", "memory_bandwidth", "repo_profiles"]
+__all__ = ["LINK_SIZES", "QUICK_LINK_SIZES", "RING_POINTS", "QUICK_RING_POINTS", "Calibration", "ComputeRate",
+           "LinkFit", "RingFit", "cluster_document", "compute_rate", "fit_link", "fit_ring", "human_bytes",
+           "machine_memory_bytes", "memory_bandwidth", "repo_profiles"]
 
 #: bytes per copy of the link benchmark: 4 KiB .. 32 MiB, a factor 4 apart (the full calibration)
 LINK_SIZES = tuple(4096 * 4**i for i in range(7)) + (2**25,)
 #: the --quick sizes: fewer and smaller
 QUICK_LINK_SIZES = (4096, 2**16, 2**20, 2**23)
+#: (parameters, tensors) of the ring all-reduce benchmark: 64 Ki .. 32 Mi float32 values (256 KiB .. 128 MiB a
+#: replica, VGG16's 224 classifier alone is more), 16 tensors, and 64 at two sizes to tell the cost per tensor
+RING_POINTS = ((2**16, 16), (2**16, 64), (2**18, 16), (2**20, 16), (2**20, 64), (2**22, 16), (2**24, 16),
+               (2**25, 16))
+QUICK_RING_POINTS = ((2**16, 16), (2**16, 64), (2**20, 16), (2**22, 16))
 #: layer kinds whose FLOP rate stands for the device's (the bulk of a CNN's work)
 RATE_KINDS = ("conv2d", "dense")
 
@@ -89,6 +95,41 @@ def fit_link(sizes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
                           fix="run `hgpart calibrate` again on a quieter machine, without --quick")
     return LinkFit(latency=max(float(intercept), 0.0), bandwidth=1.0 / float(slope),
                    sizes=tuple(int(s) for s in x), medians=tuple(float(v) for v in t), intercept=float(intercept))
+
+
+@dataclass(frozen=True)
+class RingFit:
+    """``t = fixed + bytes / bandwidth + tensors x per_tensor`` fitted to the ring all-reduce's median seconds."""
+
+    cost: RingCost
+    points: tuple[tuple[int, int], ...]  # (bytes of one replica's gradients, tensors)
+    medians: tuple[float, ...]
+
+
+def fit_ring(points: Sequence[tuple[int, int]], seconds: Sequence[float], *, replicas: int) -> RingFit:
+    """Non-negative least squares fit of ``seconds = fixed + bytes / bandwidth + tensors x per_tensor`` over
+    (bytes, tensors) ``points``, each weighted by its own time (relative errors, as :func:`fit_link`); a point at or
+    below 0 is left out. Non-negative: a negative fixed or per-tensor cost is noise, not a figure."""
+    from scipy.optimize import nnls
+
+    x = np.asarray(points, dtype=float).reshape(-1, 2)
+    t = np.asarray(seconds, dtype=float)
+    if x.shape[0] != t.size or not np.all(np.isfinite(t)):
+        raise HgpartError(f"a ring fit needs one finite time per point (got {x.shape[0]} points, {t.size} times)",
+                          where="all-reduce benchmark")
+    keep = t > 0
+    x, t = x[keep], t[keep]
+    if len(set(x[:, 0].tolist())) < 2:
+        raise HgpartError("a ring fit needs at least two sizes whose all-reduce time is above 0",
+                          where="all-reduce benchmark", fix="run `hgpart calibrate` again on a quieter machine")
+    a = np.column_stack([np.ones(len(t)), x[:, 0], x[:, 1]]) / t[:, None]
+    (fixed, per_byte, per_tensor), _ = nnls(a, np.ones(len(t)))
+    if not per_byte > 0:
+        raise HgpartError("the all-reduce times do not grow with the size: the benchmark was too noisy to fit a "
+                          "bandwidth", where="all-reduce benchmark",
+                          fix="run `hgpart calibrate` again on a quieter machine, without --quick")
+    return RingFit(RingCost(replicas, float(fixed), 1.0 / float(per_byte), float(per_tensor)),
+                   tuple((int(b), int(n)) for b, n in x), tuple(float(v) for v in t))
 
 
 @dataclass(frozen=True)
@@ -212,6 +253,9 @@ class Calibration:
     call_seconds: float | None = None  # one call of a trivial step function on a worker (None: not measured)
     #: the eager-copy fit when ``link`` is the fit of hops inside a function (None: ``link`` is the eager one)
     eager_link: LinkFit | None = None
+    ring: RingFit | None = None  # the runtime's ring all-reduce over the workers (None: not measured)
+    #: by devices spanned, the fit of a step call's wall time to the bytes fed from the client (empty: not measured)
+    calls: dict[int, LinkFit] = field(default_factory=dict)
     date: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 
@@ -243,6 +287,16 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
             f"{by}: median wall time of one call of a compiled function on worker 0 that is fed a "
             "small input from the client and returns a scalar to it (runtime.linkbench): the fixed cost of "
             "every step call the runtime makes")
+    if cal.calls:
+        device["step_calls"] = [{"devices": k, "fixed_us": f.latency * 1e6, "feed_GBps": f.bandwidth / 1e9}
+                                for k, f in sorted(cal.calls.items())]
+        sizes = ", ".join(human_bytes(s) for s in next(iter(cal.calls.values())).sizes)
+        device["sources"]["step_calls"] = (
+            f"{by}: wall time of one call of a compiled function fed from the client (its input made from numpy "
+            "there, as the runtime's caller does), split over 1 .. N workers, each summing its shard, the sum "
+            f"returned to the client (runtime.linkbench.step_call), feeds of {sizes}; least squares fit of "
+            "t = fixed + bytes / feed bandwidth over the medians, weighted to relative error. The single device's "
+            "and data parallelism's steps are such calls")
     if cal.profiles is not None:
         device["profiles"] = str(cal.profiles)
         device["profile_cores"] = cal.cores_per_device
@@ -252,7 +306,7 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
                                          "from it instead of the FLOP rate")
     links: dict[str, Any] = {}
     if cal.link is not None:
-        sizes = ", ".join(_bytes(s) for s in cal.link.sizes)
+        sizes = ", ".join(human_bytes(s) for s in cal.link.sizes)
         if cal.eager_link is not None:
             how = (f"{by}: hops of a tensor between worker 0 and worker 1 inside one compiled function "
                    f"(open_local(2); runtime.linkbench), {cal.link_repeats} samples per size of {sizes}, each the "
@@ -278,6 +332,19 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
                                  "core while it runs (benchmarks/results/step_breakdown/transfer_cores_probe.txt); "
                                  "the simulator holds both workers for the transfer"},
         }
+        if cal.ring is not None:
+            rc = cal.ring.cost
+            pts = ", ".join(f"{human_bytes(b)} in {n}" for b, n in cal.ring.points)
+            links["intra_node"]["allreduce"] = {
+                "replicas": rc.replicas, "fixed_us": rc.fixed * 1e6, "bandwidth_GBps": rc.bandwidth / 1e9,
+                "per_tensor_us": rc.per_tensor * 1e6,
+                "sources": {"fit": f"{by}: the runtime's ring all-reduce (runtime.dataparallel.ring_allreduce) over "
+                                   f"{rc.replicas} workers inside one compiled function (runtime.linkbench), a "
+                                   "function that makes each replica's gradients and all-reduces them minus one "
+                                   f"that only makes them, {cal.link_repeats} samples each of {pts} tensors per "
+                                   "replica; non-negative least squares fit of t = fixed + bytes / bandwidth + "
+                                   "tensors x per_tensor over the medians, weighted to relative error"},
+            }
     doc = {
         "format": CLUSTER_FORMAT,
         "name": THIS_MACHINE,
@@ -295,7 +362,8 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
     return doc
 
 
-def _bytes(n: int) -> str:
+def human_bytes(n: int) -> str:
+    """A byte count as a reader writes it: 4 KiB, 32 MiB, else plain bytes."""
     for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"

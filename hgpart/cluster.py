@@ -65,6 +65,19 @@ class PortOwner(Enum):
 
 
 @dataclass(frozen=True)
+class CallCost:
+    """The wall seconds of one step call of the runtime that feeds ``bytes`` from its client and spans ``devices``
+    devices (the input split over them, the loss back): ``fixed + bytes / feed_bandwidth``."""
+
+    devices: int
+    fixed: float  # s
+    feed_bandwidth: float  # bytes/s
+
+    def seconds(self, nbytes: float) -> float:
+        return self.fixed + float(nbytes) / self.feed_bandwidth
+
+
+@dataclass(frozen=True)
 class DeviceSpec:
     """One device kind: compute rate, memory capacity and memory bandwidth (optimizer updates)."""
 
@@ -77,6 +90,18 @@ class DeviceSpec:
     profile_cores: int | None = None  # only profiles measured with this many cores describe it (None: any)
     call_overhead: float = 0.0  # s: the fixed wall time of one step call of the runtime (client feed and fetch)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    #: measured step calls that feed from the client, by devices spanned (empty: ``call_overhead`` for every call)
+    step_calls: tuple[CallCost, ...] = ()
+
+    def call_seconds(self, nbytes: float, devices: int) -> float:
+        """Wall seconds of a step call that feeds ``nbytes`` from the client to ``devices`` devices: the measured
+        call spanning the most devices up to ``devices`` (the fewest, if none is that small), else
+        ``call_overhead``."""
+        if not self.step_calls:
+            return self.call_overhead
+        fit = [c for c in self.step_calls if c.devices <= devices]
+        pick = max(fit, key=lambda c: c.devices) if fit else min(self.step_calls, key=lambda c: c.devices)
+        return pick.seconds(nbytes)
 
     @property
     def rate_flops(self) -> float | None:
@@ -84,6 +109,21 @@ class DeviceSpec:
         if self.peak_flops is None:
             return None
         return self.peak_flops * (self.efficiency if self.efficiency is not None else 1.0)
+
+
+@dataclass(frozen=True)
+class RingCost:
+    """A measured all-reduce over ``replicas`` devices joined by one link kind, as the runtime runs it:
+    ``seconds = fixed + bytes / bandwidth + tensors x per_tensor`` for every replica's gradients of ``bytes`` in
+    ``tensors`` tensors. It stands for the whole collective (transfers and the copies on the devices' own cores)."""
+
+    replicas: int
+    fixed: float  # s
+    bandwidth: float  # gradient bytes per s
+    per_tensor: float  # s
+
+    def seconds(self, nbytes: float, tensors: int) -> float:
+        return self.fixed + float(nbytes) / self.bandwidth + tensors * self.per_tensor
 
 
 @dataclass(frozen=True)
@@ -96,6 +136,8 @@ class Link:
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     #: a transfer also holds both end devices: the copies are their own CPU work (local CPU worker processes)
     holds_devices: bool = False
+    #: the runtime's ring all-reduce over this link, measured (None: the simulator builds it from transfers)
+    allreduce: RingCost | None = None
 
 
 @dataclass(frozen=True)
@@ -221,7 +263,9 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                         efficiency=float(dev["efficiency"]) if has_peak else None, profiles=profiles,
                         profile_cores=int(dev["profile_cores"]) if "profile_cores" in dev else None,
                         call_overhead=float(dev.get("call_overhead_us", 0.0)) * 1e-6,
-                        sources=dict(dev.get("sources", {})))
+                        sources=dict(dev.get("sources", {})),
+                        step_calls=tuple(CallCost(int(c["devices"]), float(c["fixed_us"]) * 1e-6,
+                                                  float(c["feed_GBps"]) * 1e9) for c in dev.get("step_calls", ())))
     links = d["links"]
     intra = _link(links.get("intra_node"), PortOwner.DEVICE)
     inter = _link(links.get("inter_node"), PortOwner.NODE)
@@ -238,6 +282,10 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
 def _link(d: dict[str, Any] | None, default: PortOwner) -> Link | None:
     if d is None:
         return None
+    ar = d.get("allreduce")
+    ring = None if ar is None else RingCost(replicas=int(ar["replicas"]), fixed=float(ar["fixed_us"]) * 1e-6,
+                                            bandwidth=float(ar["bandwidth_GBps"]) * 1e9,
+                                            per_tensor=float(ar["per_tensor_us"]) * 1e-6)
     return Link(bandwidth=float(d["bandwidth_GBps"]) * 1e9, latency=float(d["latency_us"]) * 1e-6,
                 port_per=PortOwner(d.get("port_per", default.value)), sources=dict(d.get("sources", {})),
-                holds_devices=bool(d.get("holds_devices", False)))
+                holds_devices=bool(d.get("holds_devices", False)), allreduce=ring)

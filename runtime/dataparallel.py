@@ -58,7 +58,7 @@ from hgpart.runtime.strategy import STRATEGIES, Parallelism, ParamSync, Strategy
 from hgpart.errors import BadOptionError
 
 __all__ = ["DP_STRATEGIES", "DataParallel", "make_strategy", "greedy_assign", "run_slots", "cross_device_bytes",
-           "ring_bytes", "node_devices"]
+           "ring_allreduce", "ring_bytes", "node_devices"]
 
 #: the strategies :func:`make_strategy` compiles (names of :data:`hgpart.runtime.strategy.STRATEGIES`)
 DP_STRATEGIES = tuple(name for name, s in STRATEGIES.items() if not s.is_model_parallel)
@@ -257,7 +257,7 @@ def _input_shape(model: Any) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------------------------------- sync (ring)
-def _ring_allreduce(grads: list[list[Any]], devices: list[str]) -> list[list[Any]]:
+def ring_allreduce(grads: list[list[Any]], devices: list[str]) -> list[list[Any]]:
     """Sum replica gradients: reduce-scatter then all-gather of K chunks around the ring; one list per replica."""
     import tensorflow as tf
 
@@ -322,7 +322,7 @@ def _sync(model: Any, devices: list[str], host: str, opt: Any, batch_size: int, 
                 grads.append(tf.gradients(loss, reads))
                 losses.append(loss)
                 new_nv.append(nnv)
-        summed = _ring_allreduce(grads, devices)
+        summed = ring_allreduce(grads, devices)
         for r, d in enumerate(devices):
             with tf.device(d), tf.name_scope(f"update{r}"):
                 for i, (w, g) in enumerate(zip(reps[r][0], summed[r], strict=True)):

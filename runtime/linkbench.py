@@ -7,7 +7,9 @@ Usage::
     m.seconds[2**20]      # one sample per repeat: seconds of a copy of 1 MiB, the dispatch baseline taken off
     m.baseline            # seconds of the same eager call when the tensor is already on worker 1
     m.call                # seconds of one call of a trivial step function on worker 0 (fed and fetched)
+    m.calls[(2, 2**20)]   # per repeat: seconds of a step call that feeds 1 MiB from the client, split over 2 workers
     m.hops[2**20]         # per repeat: seconds of one hop of 1 MiB inside a compiled function (w0 -> w1 or back)
+    m.ring[(2**20, 16)]   # per repeat: seconds of the runtime's ring all-reduce of 2**20 values in 16 tensors
 
 Why this way: the runtime's local workers exchange feature maps and gradients as TensorFlow copies between
 worker processes (gRPC on 127.0.0.1), so the link a simulation of ``--devices local`` needs is that copy. Each
@@ -23,10 +25,18 @@ multi-device function, so the same session also times that: a function that make
 it ``HOPS`` times between the workers (each hop adds 1 on the receiving worker, so nothing can be folded away),
 against the same function with no hop; the difference over ``HOPS`` is the seconds of one hop of that size.
 
-The same session also times the runtime's fixed cost of one step call: a compiled function placed on worker 0 that
-takes a small input from the client and returns a scalar to it, doing next to no work. Every training step the
-runtime drives is such a call (the feed in, the loss back), so its wall time is a cost per call that no layer
-profile contains.
+Sync data parallelism sums the replicas' gradients with the runtime's own ring all-reduce
+(:func:`hgpart.runtime.dataparallel.ring_allreduce`): it flattens every replica's tensors into one, sums chunks
+around the ring and splits the sum back, all inside the step function. Its cost is the copies on the workers' cores
+as much as the transfers, so it is timed as a whole (``ring_points``: parameters and tensors): a function that
+makes every replica's tensors and all-reduces them, against the same function that makes them and does not; the
+difference is the all-reduce's seconds.
+
+The same session also times the runtime's cost of one step call: a compiled function that takes an input from the
+client, splits it over one or both workers, sums each shard there and returns a scalar to the client, doing next to
+no work (:func:`step_call`). Every step of the single device and of data parallelism is such a call (the feed in,
+split on the client, the loss back), so its wall time, by the bytes fed and the devices spanned, is a cost per call
+that no layer profile contains. The smallest feed on one worker is the fixed cost of any call.
 """
 
 from __future__ import annotations
@@ -38,10 +48,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from hgpart.runtime.cluster import guarded, open_local
+from hgpart.runtime.dataparallel import ring_allreduce
 
 from hgpart.errors import HgpartError
 
-__all__ = ["LinkSamples", "hop_chain", "measure_local_link"]
+__all__ = ["LinkSamples", "hop_chain", "measure_local_link", "ring_function"]
 
 #: seconds one whole benchmark may take on the workers before it is called stuck
 _TIMEOUT_S = 300.0
@@ -56,11 +67,16 @@ class LinkSamples:
     cores: tuple[tuple[int, ...], ...]  # the cores each worker was pinned to
     call: float = 0.0  # median seconds of one call of a trivial step function on worker 0, fed and fetched
     hops: dict[int, list[float]] | None = None  # per size, per repeat: seconds of one hop inside a function
+    #: per (parameters, tensors), per repeat: seconds of the runtime's ring all-reduce over the two workers
+    ring: dict[tuple[int, int], list[float]] | None = None
+    #: per (devices spanned, bytes fed), per repeat: wall seconds of a data-parallel-shaped step call
+    calls: dict[tuple[int, int], list[float]] | None = None
 
 
 def measure_local_link(sizes: Sequence[int], *, repeats: int, cores: Sequence[int],
-                       cores_per_worker: int = 1) -> LinkSamples:
-    """Start two local workers of ``cores_per_worker`` cores each (from ``cores``) and time copies between them."""
+                       cores_per_worker: int = 1, ring_points: Sequence[tuple[int, int]] = ()) -> LinkSamples:
+    """Start two local workers of ``cores_per_worker`` cores each (from ``cores``) and time copies between them,
+    and the ring all-reduce of each (parameters, tensors) in ``ring_points``."""
     if repeats < 1 or not sizes or min(sizes) < 4:
         raise HgpartError(f"need repeats >= 1 and sizes >= 4 bytes (got {repeats}, {list(sizes)})",
                           where="link benchmark")
@@ -69,13 +85,13 @@ def measure_local_link(sizes: Sequence[int], *, repeats: int, cores: Sequence[in
                           f"{len(cores)} are usable", where="link benchmark", fix="use fewer cores per worker")
     chosen = list(cores)[: 2 * cores_per_worker]
     with open_local(2, cores=chosen) as ds:
-        return guarded(ds, _measure, ds.devices[0], ds.devices[1], list(sizes), repeats,
+        return guarded(ds, _measure, ds.devices[0], ds.devices[1], ds.host, list(sizes), repeats,
                        tuple((tuple(chosen[:cores_per_worker]), tuple(chosen[cores_per_worker:]))),
-                       timeout=_TIMEOUT_S)
+                       list(ring_points), timeout=_TIMEOUT_S)
 
 
-def _measure(src: str, dst: str, sizes: list[int], repeats: int,
-             cores: tuple[tuple[int, ...], ...]) -> LinkSamples:
+def _measure(src: str, dst: str, host: str, sizes: list[int], repeats: int,
+             cores: tuple[tuple[int, ...], ...], ring_points: list[tuple[int, int]]) -> LinkSamples:
     import tensorflow as tf
 
     def fresh(device: str, nbytes: int, seed: int) -> tf.Tensor:
@@ -102,8 +118,11 @@ def _measure(src: str, dst: str, sizes: list[int], repeats: int,
             samples.append(max(copy_seconds(x) - base, 0.0))
             del x
         out[size] = samples
-    return LinkSamples(out, base, cores, _call_seconds(src, max(repeats, 5)),
-                       {size: _hop_seconds(src, dst, size, repeats) for size in sorted(set(int(s) for s in sizes))})
+    calls = _call_seconds([src, dst], host, CALL_FEEDS, max(repeats, 5))
+    return LinkSamples(out, base, cores, statistics.median(calls[(1, CALL_FEEDS[0])]),
+                       {size: _hop_seconds(src, dst, size, repeats) for size in sorted(set(int(s) for s in sizes))},
+                       {pt: _ring_seconds([src, dst], *pt, repeats) for pt in ring_points} if ring_points else None,
+                       calls)
 
 
 #: hops of the in-function benchmark (even: the tensor ends where it started)
@@ -147,26 +166,99 @@ def _hop_seconds(src: str, dst: str, nbytes: int, repeats: int) -> list[float]:
     return [max(timed(some) - base, 0.0) / HOPS for _ in range(repeats)]
 
 
-#: elements of the trivial step function's input (a few KiB: the feed's fixed cost, not its bandwidth)
-_CALL_INPUT = 1024
+def ring_function(devices: list[str], params: int, tensors: int, *, reduce: bool) -> Any:
+    """A compiled function that makes ``tensors`` tensors of ``params / tensors`` floats on every device (a replica's
+    gradients) and, with ``reduce``, sums them with the runtime's ring all-reduce; returns one float that reads every
+    replica's result, so nothing can be folded away."""
+    import tensorflow as tf
+
+    n = max(params // tensors, 1)
+
+    @tf.function
+    def f(seed: tf.Tensor) -> tf.Tensor:
+        grads = []
+        for r, d in enumerate(devices):
+            with tf.device(d):
+                grads.append([tf.fill([n], seed + float(r * tensors + i)) for i in range(tensors)])
+        out = ring_allreduce(grads, devices) if reduce else grads
+        firsts = []
+        for r, d in enumerate(devices):
+            with tf.device(d):
+                firsts.append(tf.add_n([g[0] for g in out[r]]))
+        with tf.device(devices[0]):
+            return tf.add_n(firsts)
+    return f
 
 
-def _call_seconds(device: str, repeats: int) -> float:
-    """Median wall seconds of one call of a compiled function on ``device``: fed from the client, a scalar back."""
-    import numpy as np
+def _ring_seconds(devices: list[str], params: int, tensors: int, repeats: int) -> list[float]:
+    """Per repeat, seconds of the ring all-reduce of ``params`` values in ``tensors`` tensors per replica: the
+    function with it minus the function without it (medians of 3 alternating calls each)."""
+    import tensorflow as tf
+
+    none, some = (ring_function(devices, params, tensors, reduce=r) for r in (False, True))
+    seed = tf.constant(1.0)
+    for f in (none, some):
+        for _ in range(2):  # trace, place and warm
+            f(seed).numpy()
+
+    def timed(f: Any) -> float:
+        t0 = time.perf_counter()
+        f(seed).numpy()
+        return time.perf_counter() - t0
+
+    out = []
+    for _ in range(repeats):
+        pairs = [(timed(none), timed(some)) for _ in range(3)]
+        out.append(max(statistics.median(b for _, b in pairs) - statistics.median(a for a, _ in pairs), 0.0))
+    return out
+
+
+#: bytes fed to the step-call benchmark's function: from a trivial call's few KiB to a batch of 32 images of 96 x 96
+CALL_FEEDS = (4096, 2**16, 2**18, 2**20, 2**22)
+
+
+def step_call(devices: list[str], host: str) -> Any:
+    """A compiled function shaped like the data-parallel strategies' step call, without the model: the input, on
+    the client (``host``), is split into one shard per device, each device sums its shard, the client adds the
+    sums and returns one float. With one device it is the single device's call."""
     import tensorflow as tf
 
     @tf.function
     def step(x: tf.Tensor) -> tf.Tensor:
-        with tf.device(device):
-            return tf.reduce_sum(x)
+        with tf.device(host):
+            shards = tf.split(x, len(devices))
+        sums = []
+        for shard, d in zip(shards, devices, strict=True):
+            with tf.device(d):
+                sums.append(tf.reduce_sum(shard))
+        with tf.device(host):
+            return tf.add_n(sums)
+    return step
 
-    x = np.ones(_CALL_INPUT, np.float32)
-    for _ in range(3):  # trace, place and warm the function
-        step(x).numpy()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step(x).numpy()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+
+def _call_seconds(devices: list[str], host: str, feeds: Sequence[int], repeats: int
+                  ) -> dict[tuple[int, int], list[float]]:
+    """Per (devices the call spans, bytes fed), per repeat: wall seconds of one call of :func:`step_call` on the
+    first 1 .. ``len(devices)`` devices, the input made on the client from numpy as the runtime's caller does."""
+    import numpy as np
+
+    out: dict[tuple[int, int], list[float]] = {}
+    for spans in range(1, len(devices) + 1):
+        step = step_call(devices[:spans], host)
+        for feed in feeds:
+            x = np.ones(max(feed // 4 // spans, 1) * spans, np.float32)
+            for _ in range(3):  # trace, place and warm the function
+                _one_call(step, x, host)
+            out[(spans, feed)] = [_one_call(step, x, host) for _ in range(repeats)]
+    return out
+
+
+def _one_call(step: Any, x: Any, host: str) -> float:
+    """Wall seconds of one call of ``step`` on ``x``, made into a tensor on the client as the runtime's caller does."""
+    import tensorflow as tf
+
+    t0 = time.perf_counter()
+    with tf.device(host):
+        xt = tf.constant(x)
+    step(xt).numpy()
+    return time.perf_counter() - t0

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hgtoys import toy_network, unit_work
 
-from hgpart.calibration import Calibration, ComputeRate, LinkFit, cluster_document, fit_link
+from hgpart.calibration import Calibration, ComputeRate, LinkFit, cluster_document, fit_link, fit_ring
 from hgpart.cli import main
 from hgpart.cluster import THIS_MACHINE, PortOwner, cluster_from_dict, load_cluster, this_machine_path
 from hgpart.errors import BadOptionError, HgpartError
@@ -102,6 +102,26 @@ def test_the_document_describes_pinned_workers_and_cites_every_figure() -> None:
         inside.sources["latency_us"]
 
 
+def test_the_ring_fit_recovers_a_known_all_reduce_and_the_document_carries_it_and_the_step_calls() -> None:
+    pts = [(2**18, 16), (2**18, 64), (2**22, 16), (2**24, 16), (2**26, 16)]
+    secs = [2e-4 + b / 1.5e9 + n * 3e-6 for b, n in pts]
+    fit = fit_ring(pts, secs, replicas=2)
+    assert fit.cost.fixed == pytest.approx(2e-4, rel=1e-6) and fit.cost.bandwidth == pytest.approx(1.5e9, rel=1e-6)
+    assert fit.cost.per_tensor == pytest.approx(3e-6, rel=1e-6) and fit.cost.replicas == 2
+    below = fit_ring(pts, [b / 1.5e9 - 1e-4 + n * 1e-9 for b, n in pts], replicas=2)  # no negative fixed cost
+    assert below.cost.fixed == 0.0
+    with pytest.raises(HgpartError, match="two sizes"):
+        fit_ring([(2**20, 16), (2**20, 64)], [1e-3, 2e-3], replicas=2)
+    calls = {1: fit_link(SIZES, [1e-3 + s / 1e9 for s in SIZES]), 2: fit_link(SIZES, [3e-3 + s / 5e8 for s in SIZES])}
+    cal = dataclasses.replace(_calibration(fit_link(SIZES, [50e-6 + s / 2e9 for s in SIZES])), ring=fit, calls=calls)
+    doc = cluster_document(cal)
+    c = cluster_from_dict(doc)
+    assert c.intra is not None and c.intra.allreduce == fit.cost
+    assert c.device.call_seconds(2**20, 2) == pytest.approx(3e-3 + 2**20 / 5e8, rel=1e-6)
+    assert "ring_allreduce" in doc["links"]["intra_node"]["allreduce"]["sources"]["fit"]
+    assert "step_call" in doc["device"]["sources"]["step_calls"]
+
+
 def test_without_a_calibration_this_machine_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert this_machine_path() == tmp_path / "hgpart" / "cluster_this-machine.json"
@@ -144,6 +164,8 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
     if c.devices_per_node > 1:
         assert c.intra is not None and c.intra.bandwidth > 0 and math.isfinite(c.intra.latency)
         assert 0 < c.device.call_overhead < 1.0 and "step call" in run.stdout  # measured: a call costs something
+        assert [k.devices for k in c.device.step_calls] == [1, 2] and "ring all-reduce" in run.stdout
+        assert c.intra.allreduce is not None and c.intra.allreduce.replicas == 2 and c.intra.allreduce.bandwidth > 0
     assert not list(out.parent.glob("*.tmp")) and "measured by `hgpart calibrate --quick`" in \
         json.loads(out.read_text())["sources"]["calibration"]
     # the preset name finds it in the configuration folder, and `hgpart simulate --cluster this-machine` runs

@@ -13,11 +13,16 @@ from rich.table import Table
 from hgpart.calibration import (
     LINK_SIZES,
     QUICK_LINK_SIZES,
+    QUICK_RING_POINTS,
+    RING_POINTS,
     Calibration,
     LinkFit,
+    RingFit,
     cluster_document,
     compute_rate,
     fit_link,
+    fit_ring,
+    human_bytes,
     machine_memory_bytes,
     memory_bandwidth,
     repo_profiles,
@@ -55,24 +60,34 @@ def calibrate_cmd(
     link: LinkFit | None = None
     eager: LinkFit | None = None
     call: float | None = None
+    ring: RingFit | None = None
+    calls: dict[int, LinkFit] = {}
     repeats = 3 if quick else 15
     if devices >= 2:
         from hgpart.runtime.linkbench import measure_local_link
 
+        points = QUICK_RING_POINTS if quick else RING_POINTS
         samples = measure_local_link(QUICK_LINK_SIZES if quick else LINK_SIZES, repeats=repeats, cores=usable,
-                                     cores_per_worker=cores)
+                                     cores_per_worker=cores, ring_points=points)
         sizes = sorted(samples.seconds)
         eager = fit_link(sizes, [statistics.median(samples.seconds[s]) for s in sizes])
         hops = samples.hops or {}
         # the step functions' transfers are send/receive pairs inside one function: that link, if it was measured
         link = fit_link(sorted(hops), [statistics.median(hops[s]) for s in sorted(hops)]) if hops else eager
         call = samples.call
+        got = samples.calls or {}
+        for k in sorted({k for k, _ in got}):  # per devices spanned: wall seconds against the bytes fed
+            feeds = sorted(f for kk, f in got if kk == k)
+            calls[k] = fit_link(feeds, [statistics.median(got[(k, f)]) for f in feeds])
+        if samples.ring:
+            ring = fit_ring([(4 * p, n) for p, n in samples.ring], [statistics.median(v) for v in
+                                                                   samples.ring.values()], replicas=2)
     else:
         con.print(f"one device of {cores} core(s) fills the {len(usable)} usable cores: no link to measure")
     cal = Calibration(cores_per_device=cores, devices=devices, usable_cores=len(usable), compute=rate,
                       memory_bytes=machine_memory_bytes(), memory_bandwidth=mem_bw, memory_copy_bytes=copy_bytes,
                       link=link, link_repeats=repeats, quick=quick, profiles=repo_profiles(),
-                      call_seconds=call, eager_link=eager if eager is not link else None)
+                      call_seconds=call, eager_link=eager if eager is not link else None, ring=ring, calls=calls)
     doc = cluster_document(cal)
     write_json(target, doc, what="cluster file")
     print_calibration(con, cal)
@@ -102,9 +117,20 @@ def print_calibration(con: Console, cal: Calibration) -> None:
         ek = cal.eager_link
         tab.add_row("link, eager copies", f"{ek.bandwidth / 1e9:.3f} GB/s, {ek.latency * 1e6:.1f} us",
                     "tf.identity of a tensor on the other worker, the call's own cost taken off (not used)")
+    if cal.ring is not None:
+        rc = cal.ring.cost
+        tab.add_row("ring all-reduce", f"{rc.fixed * 1e3:.2f} ms + bytes / {rc.bandwidth / 1e9:.3f} GB/s + "
+                    f"{rc.per_tensor * 1e6:.1f} us a tensor", f"the runtime's all-reduce over {rc.replicas} workers, "
+                    f"{len(cal.ring.points)} sizes {human_bytes(cal.ring.points[0][0])} .. "
+                    f"{human_bytes(cal.ring.points[-1][0])} a replica, 16-64 tensors")
+    for k, f in sorted(cal.calls.items()):
+        tab.add_row(f"step call, {k} device(s)", f"{f.latency * 1e3:.2f} ms + bytes / {f.bandwidth / 1e9:.3f} GB/s",
+                    f"the input fed from the client and split over {k} worker(s), {len(f.sizes)} sizes "
+                    f"{human_bytes(f.sizes[0])} .. {human_bytes(f.sizes[-1])}")
     if cal.call_seconds is not None:
         tab.add_row("step call", f"{cal.call_seconds * 1e3:.2f} ms",
                     "one call of a trivial compiled function on worker 0, fed and fetched by the client")
     tab.add_row("profiles", str(cal.profiles) if cal.profiles else "-",
                 f"profiles made on {cal.cores_per_device} core(s) replace the FLOP rate for their models")
     con.print(tab)
+
