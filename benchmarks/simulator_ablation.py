@@ -15,7 +15,11 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   (``SimPipeline.STAGES``) instead of taking turns; its rows are printed one by one;
 * ``compiled without the 1F1B gate``: the compiled pipeline's steps overlap as far as their data allow, without
   the runtime's :class:`~hgpart.runtime.partitioned.CrossGate` (a part's cross-part read waits for its previous
-  backward); its compiled async rows are printed one by one.
+  backward); its compiled async rows are printed one by one;
+* ``without the measured step calls``: every call costs ``call_overhead_us``, whatever it feeds and spans
+  (the cluster file's ``device.step_calls`` ignored); the single device's and data parallelism's rows are printed;
+* ``without the measured all-reduce``: sync data parallelism's all-reduce simulated as the ring's transfers
+  (the link's ``allreduce`` ignored); its rows are printed.
 
 Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
 """
@@ -32,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
+from hgpart.cluster import DeviceSpec  # noqa: E402
 from hgpart.simulate import costs  # noqa: E402
 from hgpart.simulate import run as simrun  # noqa: E402
 
@@ -44,6 +49,11 @@ def _summary(rows: list[dict[str, Any]], label: str) -> str:
                    for x in [[abs(r["error"]) for r in rows if r["model"] == m]])
     return (f"{label}: {len(rows)} rows, median {100 * statistics.median(e):.1f} %, worst {100 * max(e):.1f} % "
             f"({worst['model']} {worst['strategy']} B={worst['batch_size']}); median / worst by model: {by}")
+
+
+def _rows(rows: list[dict[str, Any]], keep: Callable[[dict[str, Any]], bool]) -> list[str]:
+    return [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
+            f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)" for r in rows if keep(r)]
 
 
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
@@ -94,6 +104,22 @@ def main(argv: list[str]) -> int:
     lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
               f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)"
               for r in rows if r.get("pipeline") == "compiled" and r["strategy"].endswith("async")]
+    real_calls = DeviceSpec.call_seconds
+    DeviceSpec.call_seconds = lambda self, nbytes, devices: self.call_overhead  # type: ignore[method-assign]
+    try:
+        rows = sv.predict(out, cluster)
+    finally:
+        DeviceSpec.call_seconds = real_calls  # type: ignore[method-assign]
+    lines.append(_summary(rows, "without the measured step calls"))
+    lines += _rows(rows, lambda r: r["strategy"] == "single" or "dp" in r["strategy"])
+    real_ring = simrun._measured_allreduce
+    simrun._measured_allreduce = lambda *a: None
+    try:
+        rows = sv.predict(out, cluster)
+    finally:
+        simrun._measured_allreduce = real_ring
+    lines.append(_summary(rows, "without the measured all-reduce"))
+    lines += _rows(rows, lambda r: r["strategy"] == "sync-dp")
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)

@@ -23,8 +23,10 @@ What it does, in this order, each step in its own process:
    micro-batches form a pipeline) or ``graph`` (calls do not overlap; sync micro-batches advance together). The
    async data-parallel workers' calls, multi-device functions, are simulated with ``graph`` (they take turns).
    Runs recorded before compare-run chose a pipeline ran ``graph``. The cluster's
-   ``call_overhead_us`` (measured by ``hgpart calibrate``) starts every call, and its link holds both workers
-   for every transfer (``holds_devices``: the workers' cores do the copies).
+   ``call_overhead_us`` (measured by ``hgpart calibrate``) starts every call (the single device's and data
+   parallelism's calls, which feed their batch from the client, cost the measured ``step_calls`` for their bytes
+   and devices instead), sync data parallelism's all-reduce costs the measured ``allreduce`` of the link, and the
+   link holds both workers for every transfer (``holds_devices``: the workers' cores do the copies).
 
 Writes ``OUT/validation.csv`` (``model,strategy,batch_size,measured_ips,predicted_ips,error``...), ``OUT/report.md``
 (median and worst absolute error, per model and per strategy, the load average at the start and end of every

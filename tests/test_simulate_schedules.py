@@ -7,6 +7,8 @@ the task added first. Durations are binary fractions so every sum is exact and t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hgpart.cluster import cluster_from_dict
@@ -151,6 +153,41 @@ def test_ring_all_reduce() -> None:
         assert [(t.start, t.end) for t in rnd] == [(3.0 + 1.625 * r, 3.0 + 1.625 * (r + 1))] * 3
     assert all(t.nbytes == 96.0 for t in sends)
     assert run.ends == [10.0, 20.0]
+
+
+def test_a_measured_all_reduce_replaces_the_rings_transfers() -> None:
+    # 2 replicas, the second's backward 1 s longer: forward 1, backward 2 and 3; the measured all-reduce (4 s)
+    # starts when the slower replica's gradient is in (4) and holds both replicas until 8; updates 0.5: step ends
+    # at 8.5. No ring transfer is simulated.
+    wl = RingDataParallel(2, 1.0, 2.0, 0.5, 288.0, 24, FixedLinks(0.125, 64.0), allreduce_s=4.0)
+    eng = Engine()
+    bwd1 = eng.add(Task("slow", TaskKind.COMPUTE, 1.0, ("dev1",)))  # device 1 is busy for 1 s first
+    run = run_jobs(eng, wl, jobs=1)
+    t = _by_name(eng)
+    assert (t["bwd r0 b0"].end, t["bwd r1 b0"].end, eng.tasks[bwd1].end) == (3.0, 4.0, 1.0)
+    assert [(t[f"all-reduce r{i}->r{1 - i} b0"].start, t[f"all-reduce r{i}->r{1 - i} b0"].end) for i in (0, 1)] == \
+        [(4.0, 8.0), (4.0, 8.0)]
+    assert t["all-reduce r0->r1 b0"].resources == ("dev0",) and t["all-reduce r0->r1 b0"].nbytes == 288.0
+    assert (t["update r0 b0"].end, t["update r1 b0"].end) == (8.5, 8.5) and run.ends == [8.5]
+    assert not any(t.name.startswith(("reduce-scatter", "all-gather")) for t in eng.tasks)
+
+
+def test_a_measured_step_call_costs_by_the_bytes_fed_and_the_devices_spanned() -> None:
+    c = cluster_from_dict({
+        "format": "hgpart.cluster/1", "name": "toy", "nodes": 1, "devices_per_node": 2,
+        "device": {"kind": "toy", "peak_TFLOPs": 1.0, "efficiency": 1.0, "memory_GiB": 1, "memory_bandwidth_GBps": 1,
+                   "call_overhead_us": 1000.0,
+                   "step_calls": [{"devices": 1, "fixed_us": 1000.0, "feed_GBps": 1.0},
+                                  {"devices": 2, "fixed_us": 3000.0, "feed_GBps": 0.5}]},
+        "links": {"intra_node": {"bandwidth_GBps": 1.0, "latency_us": 0.0,
+                                 "allreduce": {"replicas": 2, "fixed_us": 100.0, "bandwidth_GBps": 2.0,
+                                               "per_tensor_us": 10.0}}}})
+    d = c.device
+    assert d.call_seconds(1e6, 1) == pytest.approx(2e-3) and d.call_seconds(1e6, 2) == pytest.approx(5e-3)
+    assert d.call_seconds(1e6, 8) == pytest.approx(5e-3)  # the call spanning the most devices measured
+    assert dataclasses.replace(d, step_calls=()).call_seconds(1e6, 2) == 1e-3  # not measured: the fixed overhead
+    assert c.intra is not None and c.intra.allreduce is not None
+    assert c.intra.allreduce.seconds(2e6, 3) == pytest.approx(100e-6 + 1e-3 + 30e-6)
 
 
 def test_model_times_data_parallelism_all_reduces_each_part_over_its_replicas() -> None:

@@ -331,19 +331,45 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     rep = _replica_memory(pl, share, opts.optimizer, hg)
     per_layer = layer_update_seconds(graph, times, cluster.device, opts.optimizer)
     full_update = sum(per_layer.values())
-    call = cluster.device.call_overhead
+    dev = cluster.device
     if opts.strategy is SimStrategy.SINGLE:
-        return _Built(SingleDevice(fwd, bwd, full_update, batch, where, call_s=call, steps_per_call=_per_call(opts)),
+        per_call = _per_call(opts)  # the compiled pipeline's calls read their batches on the worker
+        call = dev.call_seconds(_feed_bytes(graph, batch), 1) if per_call == 0 else dev.call_overhead
+        return _Built(SingleDevice(fwd, bwd, full_update, batch, where, call_s=call, steps_per_call=per_call),
                       [DeviceMemory.of(0, rep, cap)], 1, times.source)
     if opts.strategy is SimStrategy.SYNC_DP:
-        wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where, call_s=call)
+        wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where,
+                              call_s=dev.call_seconds(_feed_bytes(graph, batch), n),
+                              allreduce_s=_measured_allreduce(cluster, n, params * DTYPE_BYTES, _tensors(graph)))
         return _Built(wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1, times.source)
     shards, ups, tensors = _shards(graph, n, opts.strategy, per_layer)
     slots = Optimizer.parse(opts.optimizer).slots
     mem = [DeviceMemory.of(d, rep, cap, optimizer=slots * shards[d] * DTYPE_BYTES) for d in range(n)]
-    return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=call, shard_tensors=tensors,
-                                    serial=opts.pipeline is SimPipeline.GRAPH),
+    # a worker's call spans its own device and every other parameter server it reads
+    spans = [len({w} | {o for o in range(n) if shards[o] > 0}) for w in range(n)]
+    calls = [dev.call_seconds(_feed_bytes(graph, share), k) for k in spans]
+    return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=dev.call_overhead,
+                                    shard_tensors=tensors, serial=opts.pipeline is SimPipeline.GRAPH,
+                                    worker_call_s=calls),
                   mem, n, times.source)
+
+
+def _feed_bytes(graph: LayerGraph, batch: int) -> int:
+    """Bytes a step call feeds from the client: ``batch`` float32 images and their int32 labels."""
+    return batch * (int(np.prod(graph.input_shape)) + 1) * DTYPE_BYTES
+
+
+def _tensors(graph: LayerGraph) -> int:
+    """How many variables the model's weighted layers hold (a replica's gradient tensors)."""
+    return sum(max(1, layer.definition.variables(layer)) for layer in graph.layers if layer.params)
+
+
+def _measured_allreduce(cluster: Cluster, n: int, nbytes: float, tensors: int) -> float | None:
+    """Seconds of the all-reduce the cluster measured over ``n`` devices of one node (None: not measured there)."""
+    ring = cluster.intra.allreduce if cluster.intra is not None else None
+    if ring is None or ring.replicas != n or n > cluster.devices_per_node:
+        return None
+    return ring.seconds(nbytes, tensors)
 
 
 def _shards(graph: LayerGraph, n: int, strategy: SimStrategy, per_layer: dict[str, float]

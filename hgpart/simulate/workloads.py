@@ -17,7 +17,8 @@ busy: whenever a job ends, its slot takes the next job. What a job is:
 * single: forward, backward, update of the whole model on device 0;
 * sync DP (ring): every replica's forward and backward on ``B / N``, then a ring all-reduce of the gradient
   (``2 (N - 1)`` rounds, each sending one ``1 / N`` chunk to the next replica and waiting for the chunk from the
-  previous one), then every replica's update;
+  previous one; or, where the cluster measured the runtime's all-reduce over ``N`` devices of this link, that
+  many seconds on every replica at once), then every replica's update;
 * async DP: worker ``w`` (slot ``w``) pulls the parameters it does not hold, computes ``B / N`` samples, pushes the
   gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed). A
   pull or push moves the shard's tensors one by one, so it pays the link's latency once per tensor. With
@@ -26,7 +27,8 @@ busy: whenever a job ends, its slot takes the next job. What a job is:
 
 Every job is one call of a step function by the runtime's client. With ``call_s`` > 0 it starts with a
 :attr:`~hgpart.simulate.engine.TaskKind.CALL` task of that many seconds on the ``client`` resource, before any of
-its work: the fixed cost of a call (dispatch, the feed, the loss fetched back) that no layer time contains.
+its work: the fixed cost of a call (dispatch, the feed, the loss fetched back) that no layer time contains. An async
+data-parallel worker's call may cost differently from another's (``worker_call_s``: it spans other devices).
 """
 
 from __future__ import annotations
@@ -296,6 +298,8 @@ class RingDataParallel:
     where: Devices
     slots: int = 1
     call_s: float = 0.0
+    #: seconds of the whole all-reduce where the cluster measured it (None: the ring's transfers, one by one)
+    allreduce_s: float | None = None
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         n = self.n
@@ -307,7 +311,13 @@ class RingDataParallel:
                              deps=after))
             back.append(eng.add(Task(f"bwd r{i} b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=i,
                                      batch=job, deps=(f,))))
-        got = ring_allreduce(eng, self.where, list(range(n)), self.grad_bytes, back, job)
+        if self.allreduce_s is None:
+            got = ring_allreduce(eng, self.where, list(range(n)), self.grad_bytes, back, job)
+        else:  # the measured collective: every replica busy with it (its copies are on its own core) until it ends
+            sends = [eng.add(Task(f"all-reduce r{i}->r{(i + 1) % n} b{job}", TaskKind.SEND, self.allreduce_s,
+                                  (self.where.compute(i),), device=i, peer=(i + 1) % n, batch=job, deps=tuple(back),
+                                  nbytes=self.grad_bytes * 2 * (n - 1) / n)) for i in range(n)]
+            got = [_mark(eng, f"all-reduced b{job}", job, sends)] * n
         ups = [_update(eng, f"update r{i} b{job}", self.update_s, i, self.where.compute(i), job, (got[i],))
                for i in range(n)]
         return _mark(eng, f"step b{job}", job, ups), self.batch
@@ -340,6 +350,8 @@ class AsyncDataParallel:
     serial: bool = False
     #: tensors (variables) each owner holds: a pull or push moves them one by one, each paying the link's latency
     shard_tensors: Sequence[int] = ()
+    #: seconds of each worker's call, where they differ (empty: ``call_s`` for every worker)
+    worker_call_s: Sequence[float] = ()
 
     @property
     def slots(self) -> int:
@@ -348,7 +360,7 @@ class AsyncDataParallel:
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         w = job % self.n if self.serial else slot
         res = self.where.compute(w)
-        after = _call(eng, f"call w{w} j{job}", self.call_s, w, job)
+        after = _call(eng, f"call w{w} j{job}", self.worker_call_s[w] if self.worker_call_s else self.call_s, w, job)
         owners = [o for o in range(self.n) if self.shard_params[o] > 0]
         pulls = [self._send(eng, f"pull p{o}->w{w} j{job}", o, w, o, job, after) for o in owners if o != w]
         f = eng.add(Task(f"fwd w{w} j{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=w, batch=job,
