@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,22 +146,26 @@ def hop_chain(src: str, dst: str, elements: int, hops: int) -> Any:
     return f
 
 
-def _hop_seconds(src: str, dst: str, nbytes: int, repeats: int) -> list[float]:
-    """Per repeat, seconds of one hop of ``nbytes`` inside a compiled function (see the module docstring)."""
-    import tensorflow as tf
-
-    n = max(nbytes // 4, 1)
-    none, some = hop_chain(src, dst, n, 0), hop_chain(src, dst, n, HOPS)
-    seed = tf.constant(1.0)
-    for f in (none, some):
-        for _ in range(2):  # trace, place and warm
+def _warm_timer(functions: tuple[Any, ...], seed: Any) -> Callable[[Any], float]:
+    """Trace, place and warm each compiled function on ``seed`` (two calls), then return a clock of one call."""
+    for f in functions:
+        for _ in range(2):
             f(seed).numpy()
 
     def timed(f: Any) -> float:
         t0 = time.perf_counter()
         f(seed).numpy()
         return time.perf_counter() - t0
+    return timed
 
+
+def _hop_seconds(src: str, dst: str, nbytes: int, repeats: int) -> list[float]:
+    """Per repeat, seconds of one hop of ``nbytes`` inside a compiled function (see the module docstring)."""
+    import tensorflow as tf
+
+    n = max(nbytes // 4, 1)
+    none, some = hop_chain(src, dst, n, 0), hop_chain(src, dst, n, HOPS)
+    timed = _warm_timer((none, some), tf.constant(1.0))
     base = statistics.median(timed(none) for _ in range(max(repeats, 3)))
     return [max(timed(some) - base, 0.0) / HOPS for _ in range(repeats)]
 
@@ -196,16 +200,7 @@ def _ring_seconds(devices: list[str], params: int, tensors: int, repeats: int) -
     import tensorflow as tf
 
     none, some = (ring_function(devices, params, tensors, reduce=r) for r in (False, True))
-    seed = tf.constant(1.0)
-    for f in (none, some):
-        for _ in range(2):  # trace, place and warm
-            f(seed).numpy()
-
-    def timed(f: Any) -> float:
-        t0 = time.perf_counter()
-        f(seed).numpy()
-        return time.perf_counter() - t0
-
+    timed = _warm_timer((none, some), tf.constant(1.0))
     out = []
     for _ in range(repeats):
         pairs = [(timed(none), timed(some)) for _ in range(3)]
