@@ -118,6 +118,11 @@ def test_the_graph_pipeline_runs_one_batch_at_a_time_whatever_is_queued() -> Non
     together = simulate(pl, cluster, dataclasses.replace(sync, pipeline=SimPipeline.GRAPH))
     assert together.step_s == simulate(pl, cluster, dataclasses.replace(sync, inflight=1)).step_s
     assert together.step_s > simulate(pl, cluster, sync).step_s
+    # the compiled pipeline runs a sync call's micro-batches one after another on each worker, so they pipeline
+    # across the parts, faster than advancing together
+    compiled = simulate(pl, cluster, dataclasses.replace(sync, pipeline=SimPipeline.COMPILED, steps_per_call=1))
+    assert compiled.step_s < together.step_s
+    assert compiled.inflight == 2
 
 
 def test_sync_data_parallelism_equals_paradl() -> None:

@@ -72,7 +72,9 @@ class SimPipeline(Enum):
     ``benchmarks/results/simulator_validation/``.) ``compiled``: ``steps_per_call`` steps per call
     (:mod:`hgpart.runtime.multistep`): within a call its batches in flight overlap as with ``stages``; a call
     waits for the previous call's steps (the window drains at every call) and costs one call; sync micro-batches
-    advance together, as with ``graph``. The single device runs one call per ``steps_per_call`` steps.
+    run one after another on each worker (a device trace of minivgg's layer-wise sync call shows the second
+    stage's first micro-batch beside the first stage's second), so they pipeline as with ``stages``. The single
+    device runs one call per ``steps_per_call`` steps.
     """
 
     STAGES = "stages"
@@ -279,8 +281,9 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     micro = share if opts.mode is Mode.ASYNC else share // n
     if micro != times.batch:  # a layer's time per sample depends on the batch it runs at: the profile nearest it
         times = layer_times(pl.graph, cluster.device, batch=micro)
-    together = opts.mode is Mode.SYNC and opts.pipeline is not SimPipeline.STAGES
-    # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together
+    together = opts.mode is Mode.SYNC and opts.pipeline is SimPipeline.GRAPH
+    # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together;
+    # the compiled pipeline's sync micro-batches pipeline (see SimPipeline)
     # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample
     tpl = mp_template(pl, times, micro_batch=share if together else micro)
     ups = _part_updates(tpl, pl.graph, layer_update_seconds(pl.graph, times, cluster.device, opts.optimizer))
