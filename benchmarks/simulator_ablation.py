@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -57,12 +58,8 @@ def _rows(rows: list[dict[str, Any]], keep: Callable[[dict[str, Any]], bool]) ->
 
 
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
-    real = sv.simulate_run
-    sv.simulate_run = sim
-    try:
+    with mock.patch.object(sv, "simulate_run", sim):
         return sv.predict(out, cluster)
-    finally:
-        sv.simulate_run = real
 
 
 def main(argv: list[str]) -> int:
@@ -71,12 +68,8 @@ def main(argv: list[str]) -> int:
     real_sim = sv.simulate_run
     lines = [f"$ python benchmarks/simulator_ablation.py {out}"]
     lines.append(_summary(sv.predict(out, cluster), "this simulator"))
-    real_floor = costs.step_floor
-    costs.step_floor = lambda prof, device: 1.0
-    try:
+    with mock.patch.object(costs, "step_floor", lambda prof, device: 1.0):
         lines.append(_summary(sv.predict(out, cluster), "without the whole-step floor"))
-    finally:
-        costs.step_floor = real_floor
     lines.append(_summary(_with(lambda run, pl, cl, k: real_sim({**run, "pipeline": ""}, pl, cl, k), out, cluster),
                           "model parallelism as graph"))
 
@@ -91,33 +84,18 @@ def main(argv: list[str]) -> int:
 
     rows = _with(overlapped, out, cluster)
     lines.append(_summary(rows, "async data parallelism overlapped"))
-    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
-              f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)"
-              for r in rows if r["strategy"].startswith("async-dp")]
+    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
     real_mp = simrun.ModelParallel
-    simrun.ModelParallel = lambda *a, **kw: real_mp(*a, **{**kw, "gated": False})  # type: ignore[assignment,misc]
-    try:
+    with mock.patch.object(simrun, "ModelParallel", lambda *a, **kw: real_mp(*a, **{**kw, "gated": False})):
         rows = sv.predict(out, cluster)
-    finally:
-        simrun.ModelParallel = real_mp  # type: ignore[misc]
     lines.append(_summary(rows, "compiled without the 1F1B gate"))
-    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
-              f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)"
-              for r in rows if r.get("pipeline") == "compiled" and r["strategy"].endswith("async")]
-    real_calls = DeviceSpec.call_seconds
-    DeviceSpec.call_seconds = lambda self, nbytes, devices: self.call_overhead  # type: ignore[method-assign]
-    try:
+    lines += _rows(rows, lambda r: r.get("pipeline") == "compiled" and r["strategy"].endswith("async"))
+    with mock.patch.object(DeviceSpec, "call_seconds", lambda self, nbytes, devices: self.call_overhead):
         rows = sv.predict(out, cluster)
-    finally:
-        DeviceSpec.call_seconds = real_calls  # type: ignore[method-assign]
     lines.append(_summary(rows, "without the measured step calls"))
     lines += _rows(rows, lambda r: r["strategy"] == "single" or "dp" in r["strategy"])
-    real_ring = simrun._measured_allreduce
-    simrun._measured_allreduce = lambda *a: None
-    try:
+    with mock.patch.object(simrun, "_measured_allreduce", lambda *a: None):
         rows = sv.predict(out, cluster)
-    finally:
-        simrun._measured_allreduce = real_ring
     lines.append(_summary(rows, "without the measured all-reduce"))
     lines += _rows(rows, lambda r: r["strategy"] == "sync-dp")
     text = "\n".join(lines) + "\n"

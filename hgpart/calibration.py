@@ -36,8 +36,8 @@ from hgpart.errors import HgpartError
 from hgpart.profile import BACKWARD_FLOP_FACTOR
 
 __all__ = ["LINK_SIZES", "QUICK_LINK_SIZES", "RING_POINTS", "QUICK_RING_POINTS", "Calibration", "ComputeRate",
-           "LinkFit", "RingFit", "cluster_document", "compute_rate", "fit_link", "fit_ring", "human_bytes",
-           "machine_memory_bytes", "memory_bandwidth", "repo_profiles"]
+           "LinkFit", "RingFit", "cluster_document", "compute_rate", "fit_link", "fit_ring", "fit_step_calls",
+           "human_bytes", "machine_memory_bytes", "memory_bandwidth", "repo_profiles"]
 
 #: bytes per copy of the link benchmark: 4 KiB .. 32 MiB, a factor 4 apart (the full calibration)
 LINK_SIZES = tuple(4096 * 4**i for i in range(7)) + (2**25,)
@@ -130,6 +130,16 @@ def fit_ring(points: Sequence[tuple[int, int]], seconds: Sequence[float], *, rep
                           fix="run `hgpart calibrate` again on a quieter machine, without --quick")
     return RingFit(RingCost(replicas, float(fixed), 1.0 / float(per_byte), float(per_tensor)),
                    tuple((int(b), int(n)) for b, n in x), tuple(float(v) for v in t))
+
+
+def fit_step_calls(samples: dict[tuple[int, int], list[float]]) -> dict[int, LinkFit]:
+    """Per devices spanned, :func:`fit_link` of a step call's median wall seconds to the bytes it feeds, from
+    samples keyed by (devices spanned, bytes fed)."""
+    out: dict[int, LinkFit] = {}
+    for k in sorted({k for k, _ in samples}):
+        feeds = sorted(f for kk, f in samples if kk == k)
+        out[k] = fit_link(feeds, [statistics.median(samples[(k, f)]) for f in feeds])
+    return out
 
 
 @dataclass(frozen=True)
@@ -262,6 +272,25 @@ class Calibration:
 def cluster_document(cal: Calibration) -> dict[str, Any]:
     """The ``hgpart.cluster/1`` document of a calibration, checked by :func:`hgpart.cluster.cluster_from_dict`."""
     by = f"measured by `hgpart calibrate{' --quick' if cal.quick else ''}` on {cal.date}"
+    doc = {
+        "format": CLUSTER_FORMAT,
+        "name": THIS_MACHINE,
+        "description": f"This machine as hgpart's local workers use it: {cal.devices} pinned worker(s) of "
+                       f"{cal.cores_per_device} core(s) of its {cal.usable_cores} usable cores "
+                       f"({cal.compute.cpu_model}), "
+                       "joined by TensorFlow's gRPC on 127.0.0.1.",
+        "nodes": 1,
+        "devices_per_node": cal.devices,
+        "device": _device_entry(cal, by),
+        "links": _links_entry(cal, by),
+        "sources": {"calibration": by + (" with fewer repeats (--quick): a rough figure" if cal.quick else "")},
+    }
+    cluster_from_dict(doc, where="calibration")
+    return doc
+
+
+def _device_entry(cal: Calibration, by: str) -> dict[str, Any]:
+    """The document's ``device``: compute rate, memory, step calls and profiles, each with its source."""
     worker = f"{cal.cores_per_device}-core pinned local worker ({cal.compute.cpu_model})"
     c = cal.compute
     device: dict[str, Any] = {
@@ -304,6 +333,11 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
                                          f"{cal.cores_per_device} core(s) (`hgpart profile --cores "
                                          f"{cal.cores_per_device}`, *_c{cal.cores_per_device}.json) is simulated "
                                          "from it instead of the FLOP rate")
+    return device
+
+
+def _links_entry(cal: Calibration, by: str) -> dict[str, Any]:
+    """The document's ``links``: the fitted link between the workers and its measured all-reduce, if any."""
     links: dict[str, Any] = {}
     if cal.link is not None:
         sizes = ", ".join(human_bytes(s) for s in cal.link.sizes)
@@ -345,21 +379,7 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
                                    "replica; non-negative least squares fit of t = fixed + bytes / bandwidth + "
                                    "tensors x per_tensor over the medians, weighted to relative error"},
             }
-    doc = {
-        "format": CLUSTER_FORMAT,
-        "name": THIS_MACHINE,
-        "description": f"This machine as hgpart's local workers use it: {cal.devices} pinned worker(s) of "
-                       f"{cal.cores_per_device} core(s) of its {cal.usable_cores} usable cores "
-                       f"({cal.compute.cpu_model}), "
-                       "joined by TensorFlow's gRPC on 127.0.0.1.",
-        "nodes": 1,
-        "devices_per_node": cal.devices,
-        "device": device,
-        "links": links,
-        "sources": {"calibration": by + (" with fewer repeats (--quick): a rough figure" if cal.quick else "")},
-    }
-    cluster_from_dict(doc, where="calibration")
-    return doc
+    return links
 
 
 def human_bytes(n: int) -> str:

@@ -65,12 +65,19 @@ class LinkSamples:
     seconds: dict[int, list[float]]
     baseline: float  # median seconds of the same call on a tensor already on worker 1 (taken off every sample)
     cores: tuple[tuple[int, ...], ...]  # the cores each worker was pinned to
-    call: float = 0.0  # median seconds of one call of a trivial step function on worker 0, fed and fetched
     hops: dict[int, list[float]] | None = None  # per size, per repeat: seconds of one hop inside a function
     #: per (parameters, tensors), per repeat: seconds of the runtime's ring all-reduce over the two workers
     ring: dict[tuple[int, int], list[float]] | None = None
     #: per (devices spanned, bytes fed), per repeat: wall seconds of a data-parallel-shaped step call
     calls: dict[tuple[int, int], list[float]] | None = None
+
+    @property
+    def call(self) -> float:
+        """Median seconds of the cheapest step call measured (the smallest feed, one worker): the fixed cost of
+        any call (0.0: none measured)."""
+        if not self.calls:
+            return 0.0
+        return statistics.median(self.calls[min(self.calls)])
 
 
 def measure_local_link(sizes: Sequence[int], *, repeats: int, cores: Sequence[int],
@@ -119,7 +126,7 @@ def _measure(src: str, dst: str, host: str, sizes: list[int], repeats: int,
             del x
         out[size] = samples
     calls = _call_seconds([src, dst], host, CALL_FEEDS, max(repeats, 5))
-    return LinkSamples(out, base, cores, statistics.median(calls[(1, CALL_FEEDS[0])]),
+    return LinkSamples(out, base, cores,
                        {size: _hop_seconds(src, dst, size, repeats) for size in sorted(set(int(s) for s in sizes))},
                        {pt: _ring_seconds([src, dst], *pt, repeats) for pt in ring_points} if ring_points else None,
                        calls)

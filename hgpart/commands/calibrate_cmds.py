@@ -22,6 +22,7 @@ from hgpart.calibration import (
     compute_rate,
     fit_link,
     fit_ring,
+    fit_step_calls,
     human_bytes,
     machine_memory_bytes,
     memory_bandwidth,
@@ -75,10 +76,7 @@ def calibrate_cmd(
         # the step functions' transfers are send/receive pairs inside one function: that link, if it was measured
         link = fit_link(sorted(hops), [statistics.median(hops[s]) for s in sorted(hops)]) if hops else eager
         call = samples.call
-        got = samples.calls or {}
-        for k in sorted({k for k, _ in got}):  # per devices spanned: wall seconds against the bytes fed
-            feeds = sorted(f for kk, f in got if kk == k)
-            calls[k] = fit_link(feeds, [statistics.median(got[(k, f)]) for f in feeds])
+        calls = fit_step_calls(samples.calls or {})
         if samples.ring:
             ring = fit_ring([(4 * p, n) for p, n in samples.ring], [statistics.median(v) for v in
                                                                    samples.ring.values()], replicas=2)
@@ -133,4 +131,3 @@ def print_calibration(con: Console, cal: Calibration) -> None:
     tab.add_row("profiles", str(cal.profiles) if cal.profiles else "-",
                 f"profiles made on {cal.cores_per_device} core(s) replace the FLOP rate for their models")
     con.print(tab)
-

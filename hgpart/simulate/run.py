@@ -282,9 +282,9 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     if micro != times.batch:  # a layer's time per sample depends on the batch it runs at: the profile nearest it
         times = layer_times(pl.graph, cluster.device, batch=micro)
     together = opts.mode is Mode.SYNC and opts.pipeline is SimPipeline.GRAPH
-    # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together;
-    # the compiled pipeline's sync micro-batches pipeline (see SimPipeline)
-    # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample
+    # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together
+    # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample; the compiled
+    # pipeline's sync micro-batches pipeline instead (see SimPipeline)
     tpl = mp_template(pl, times, micro_batch=share if together else micro)
     ups = _part_updates(tpl, pl.graph, layer_update_seconds(pl.graph, times, cluster.device, opts.optimizer))
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
