@@ -1,0 +1,63 @@
+"""The compiled pipeline on two local worker processes, as it runs for real (the other tests of
+:mod:`hgpart.runtime.multistep` use logical devices in one process): with one batch in flight, several steps per
+call are exact sequential training there too, bit for bit against one step per call on the same workers.
+
+One eager cluster per process: the training runs in a child process, which prints one RESULT line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+
+_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from toydata import band_images
+from hgpart.hypergraph import build_hypergraph
+from hgpart.models import load_graph
+from hgpart.partitioners import partition
+from hgpart.placement import Placement
+from hgpart.profile import analytic_profile
+from hgpart.runtime.api import PartitionedModel
+from hgpart.runtime.cluster import open_local
+
+B = 8
+graph = load_graph("minivgg", (16, 16, 3), 10)
+prof = analytic_profile(graph, B)
+hg = build_hypergraph(graph, prof.work(), batch_size=B, grain="coarse")
+res = partition(hg, k=2, backend="layerwise", epsilon=0.05, seed=0)
+pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method="layerwise", work=prof.work())
+x, y = band_images(64)
+out = {}
+with open_local(2, inter_op=2, start_timeout=120) as ds:
+    for pipeline in ("graph", "compiled"):
+        pm = PartitionedModel.from_placement(pl, device_set=ds, seed=3, inflight=1, pipeline=pipeline,
+                                             steps_per_call=4)
+        hist = pm.fit(x, y, steps=13, batch_size=B, mode="async", inflight=1, verbose=0)
+        rows = sorted(hist.rows, key=lambda r: r.record.step)
+        w = pm.placed.keras_weights()
+        choice = pm.pipeline_choice
+        out[pipeline] = {"losses": [r.record.loss for r in rows], "kind": choice.kind if choice else pipeline,
+                         "weights": {f"{k}/{n}": np.asarray(v).tolist() for k in w for n, v in w[k].items()}}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_compiled_steps_on_local_workers_are_exact_with_one_batch_in_flight() -> None:
+    tests = str(Path(__file__).parent)
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, tests], capture_output=True, text=True, timeout=600,
+                          env=_ENV)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, proc.stderr[-3000:]
+    out = json.loads(lines[0][len("RESULT "):])
+    graph, compiled = out["graph"], out["compiled"]
+    assert compiled["kind"] == "compiled" and graph["kind"] == "graph"
+    assert len(compiled["losses"]) == 13
+    assert compiled["losses"] == graph["losses"]
+    assert compiled["weights"] == graph["weights"]
