@@ -13,6 +13,9 @@ update wrote, so the N steps are exact sequential SGD, as one batch in flight) m
 batches and one fetch of N losses per N steps. If the client's per-call cost is what holds E down, E grows with N;
 if it stays, the time goes to the workers' own execution of the placed graph.
 
+``--ahead`` calls the next call before fetching the previous one's losses (a call returns only once it has run, so
+this does not overlap calls: ``results/runtime_throughput_vgg16/xeon_minivgg_call_boundary/``).
+
 ``--mode pipe`` traces step i's forward before step i - 1's update. TensorFlow runs the reads and writes of one
 variable in the order they were traced, so step i reads weights that miss step i - 1's update (at most one
 update missing: the runtime's bound for 2 batches in flight) and nothing else orders step i's forward after step
@@ -44,7 +47,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
 def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, trace: str = "", lag: int = 1,
-          inter: int = 4, order: str = "free", feed: str = "host") -> None:
+          inter: int = 4, order: str = "free", feed: str = "host", ahead: bool = False) -> None:
     """Time ``steps`` steps of ``n`` steps per call on K local workers; prints one RESULT line."""
     import numpy as np
     from hgpart.runtime.cluster import open_local
@@ -76,19 +79,33 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
         with tf.device(pm.devices[0]):  # --feed resident: one copy on the first worker, read by every call
             xr, yr = tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
 
-        def call() -> Any:
+        def launch() -> Any:
             if feed == "resident":
-                return fn(xr, yr)[0].numpy()
+                return fn(xr, yr)[0]
             with tf.device(pm.host):
                 xt, yt = tf.constant(x), tf.constant(y)
-            return fn(xt, yt)[0].numpy()
+            return fn(xt, yt)[0]
+
+        def call() -> Any:
+            return launch().numpy()
+
+        def calls_ahead(c: int) -> Any:  # --ahead: each call launched before the previous one is fetched
+            prev = launch()
+            for _ in range(c - 1):
+                nxt = launch()
+                prev.numpy()
+                prev = nxt
+            return prev.numpy()
 
         call()  # set-up: graph partitioning, registration on the workers
         call()
         calls = max(2, steps // n)
         t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(calls):
-            losses = call()
+        if ahead:
+            losses = calls_ahead(calls)
+        else:
+            for _ in range(calls):
+                losses = call()
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert np.all(np.isfinite(losses))
         busy: list[float] = []
@@ -96,7 +113,8 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
             from hgpart.runtime.devtrace import capture_device_trace
 
             nodes = {op.name: op.device for op in fn.graph.get_operations() if op.device}
-            dt = capture_device_trace(None, ds, lambda c: [call() for _ in range(max(1, c))], Path(trace),
+            run = (lambda c: calls_ahead(max(1, c))) if ahead else (lambda c: [call() for _ in range(max(1, c))])
+            dt = capture_device_trace(None, ds, run, Path(trace),
                                       steps=2, inflight=1, devices=pm.devices, node_devices=nodes,
                                       meta={"k": k, "n": n, "mode": mode})
             busy = [round(b, 3) for b in dt.busy]
@@ -182,11 +200,13 @@ def main() -> None:
     ap.add_argument("--feed", choices=("host", "resident"), default="host",
                     help="host: each call's batches copied from the client, as the runtime feeds them; resident: "
                          "one copy kept on the first worker (what the feed's transfer costs)")
+    ap.add_argument("--ahead", action="store_true",
+                    help="make each call before fetching the previous one's losses")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]), args.steps, args.batch_size, args.mode,
-              args.trace, args.lag, args.inter, args.order, args.feed)
+              args.trace, args.lag, args.inter, args.order, args.feed, args.ahead)
         return
     folder = Path(args.placements)
     files = {1: folder / f"{args.model}_single_k1.json", 2: folder / f"{args.model}_{args.k2}_k2.json"}
@@ -201,6 +221,7 @@ def main() -> None:
                 cmd = [sys.executable, __file__, "--placements", args.placements, "--steps", str(args.steps),
                        "--batch-size", str(args.batch_size), "--mode", args.mode, "--lag", str(args.lag),
                        "--inter", str(args.inter), "--order", args.order, "--feed", args.feed,
+                       *(["--ahead"] if args.ahead else []),
                        "--trace", f"{args.trace}/k{k}_n{n}_r{r}" if args.trace else "",
                        "--child", str(files[k]), str(k), str(n)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
