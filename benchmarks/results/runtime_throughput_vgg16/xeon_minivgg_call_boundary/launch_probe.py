@@ -46,30 +46,30 @@ with open_local(2, inter_op=4, start_timeout=180) as ds:
 
     call()[0].numpy()
     call()[0].numpy()
-    for way in ("seq", "ahead", "async") * 2:
+
+    def timed(ahead: bool) -> tuple[float, float]:
+        """6 calls, each fetched at once or after the next call is made: seconds in calls and in fetches."""
         t_call = t_fetch = 0.0
+        prev = call() if ahead else None
+        for _ in range(5 if ahead else 6):
+            a = time.perf_counter()
+            out = call()
+            b = time.perf_counter()
+            (prev if ahead else out)[0].numpy()
+            t_call += b - a
+            t_fetch += time.perf_counter() - b
+            prev = out
+        if ahead:
+            prev[0].numpy()
+        return t_call, t_fetch
+
+    for way in ("seq", "ahead", "async") * 2:
         t0 = time.perf_counter()
-        if way == "seq":
-            for _ in range(6):
-                a = time.perf_counter()
-                out = call()
-                b = time.perf_counter()
-                out[0].numpy()
-                t_call += b - a
-                t_fetch += time.perf_counter() - b
+        if way == "async":
+            with tf.experimental.async_scope():
+                t_call, t_fetch = timed(True)
         else:
-            scope = tf.experimental.async_scope() if way == "async" else open(os.devnull)
-            with scope:
-                prev = call()
-                for _ in range(5):
-                    a = time.perf_counter()
-                    out = call()
-                    b = time.perf_counter()
-                    prev[0].numpy()
-                    t_call += b - a
-                    t_fetch += time.perf_counter() - b
-                    prev = out
-                prev[0].numpy()
+            t_call, t_fetch = timed(way == "ahead")
         wall = time.perf_counter() - t0
         print(f"{way:6s} 6 calls {wall:.3f} s = {6 * n * B / wall:.0f} images/s; call {t_call / 6 * 1e3:.1f} ms, "
               f"fetch {t_fetch / 6 * 1e3:.1f} ms", flush=True)
