@@ -86,26 +86,19 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
                 xt, yt = tf.constant(x), tf.constant(y)
             return fn(xt, yt)[0]
 
-        def call() -> Any:
-            return launch().numpy()
-
-        def calls_ahead(c: int) -> Any:  # --ahead: each call launched before the previous one is fetched
+        def calls(c: int) -> Any:
+            """``c`` calls, each fetched at once or (``--ahead``) after the next one is made; the last one's losses."""
             prev = launch()
             for _ in range(c - 1):
-                nxt = launch()
+                nxt = launch() if ahead else None
                 prev.numpy()
-                prev = nxt
+                prev = nxt if ahead else launch()
             return prev.numpy()
 
-        call()  # set-up: graph partitioning, registration on the workers
-        call()
-        calls = max(2, steps // n)
+        calls(2)  # set-up: graph partitioning, registration on the workers
+        n_calls = max(2, steps // n)
         t0, c0 = time.perf_counter(), time.process_time()
-        if ahead:
-            losses = calls_ahead(calls)
-        else:
-            for _ in range(calls):
-                losses = call()
+        losses = calls(n_calls)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert np.all(np.isfinite(losses))
         busy: list[float] = []
@@ -113,16 +106,15 @@ def child(placement: str, k: int, n: int, steps: int, batch: int, mode: str, tra
             from hgpart.runtime.devtrace import capture_device_trace
 
             nodes = {op.name: op.device for op in fn.graph.get_operations() if op.device}
-            run = (lambda c: calls_ahead(max(1, c))) if ahead else (lambda c: [call() for _ in range(max(1, c))])
-            dt = capture_device_trace(None, ds, run, Path(trace),
+            dt = capture_device_trace(None, ds, lambda c: calls(max(1, c)), Path(trace),
                                       steps=2, inflight=1, devices=pm.devices, node_devices=nodes,
                                       meta={"k": k, "n": n, "mode": mode})
             busy = [round(b, 3) for b in dt.busy]
             by = device_ops(dt.path)
             waits(by)
             layer_times(by)
-        print("RESULT " + json.dumps({"k": k, "n": n, "ips": calls * n * batch / wall,
-                                      "client_cores": cpu / wall, "calls": calls, "busy": busy}), flush=True)
+        print("RESULT " + json.dumps({"k": k, "n": n, "ips": n_calls * n * batch / wall,
+                                      "client_cores": cpu / wall, "calls": n_calls, "busy": busy}), flush=True)
 
 
 def device_ops(path: Path) -> dict[int, list[dict[str, Any]]]:

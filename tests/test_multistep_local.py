@@ -29,20 +29,11 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from toydata import band_images
-from hgpart.hypergraph import build_hypergraph
-from hgpart.models import load_graph
-from hgpart.partitioners import partition
-from hgpart.placement import Placement
-from hgpart.profile import analytic_profile
+from toyplacements import B, two_part_placement
 from hgpart.runtime.api import PartitionedModel
 from hgpart.runtime.cluster import open_local
 
-B = 8
-graph = load_graph("minivgg", (16, 16, 3), 10)
-prof = analytic_profile(graph, B)
-hg = build_hypergraph(graph, prof.work(), batch_size=B, grain="coarse")
-res = partition(hg, k=2, backend="layerwise", epsilon=0.05, seed=0)
-pl = Placement.from_vertex_parts(graph, hg, res.parts, k=2, method="layerwise", work=prof.work())
+pl = two_part_placement("minivgg")
 x, y = band_images(64)
 out = {}
 with open_local(2, inter_op=2, start_timeout=120) as ds:

@@ -12,25 +12,16 @@ from hgpart.runtime.api import PartitionedModel
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.stages import plan_stages
 from toydata import band_images
+from toyplacements import B
+from toyplacements import two_part_placement as _placement
 
 from hgpart.errors import BadOptionError
 from hgpart.hypergraph import build_hypergraph
 from hgpart.models import load_graph
-from hgpart.partitioners import partition
 from hgpart.placement import Placement
 from hgpart.profile import analytic_profile
 
-B = 8
 DS = open_devices("logical", 2)  # the session's logical devices (tests/conftest.py)
-
-
-def _placement(model: str, backend: str = "layerwise", grain: str = "coarse") -> Placement:
-    graph = load_graph(model, (16, 16, 3), 10)
-    prof = analytic_profile(graph, B)
-    hg = build_hypergraph(graph, prof.work(), batch_size=B, grain=grain)
-    res = partition(hg, k=2, backend=backend, epsilon=0.05, seed=0)
-    method = "layerwise" if backend == "layerwise" else "hypergraph"
-    return Placement.from_vertex_parts(graph, hg, res.parts, k=2, method=method, work=prof.work())
 
 
 def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:

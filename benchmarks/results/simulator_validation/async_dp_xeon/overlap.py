@@ -1,35 +1,29 @@
 """How much two devices' ops overlap in a devices_trace.json: ``python overlap.py TRACE...``.
 
-Per trace: its span, each device's busy fraction (union of its ops), the fraction of the span with both busy and
-with either busy, and per device the op time of each worker's scope (``worker0``, ``worker1``: an async
-data-parallel worker's forward and backward) and of the rest (the parameter reads and updates).
+Per trace: its span, each device's busy fraction (union of its ops, :func:`hgpart.runtime.devtrace.union_ns`), the
+fraction of the span with both busy (the two unions less the union of all) and with either busy, and per device
+the op time of each worker's scope (``worker0``, ``worker1``: an async data-parallel worker's forward and backward)
+and of the rest (the parameter reads and updates).
 """
 import json
 import sys
 
 import numpy as np
-
-
-def intervals(path: str) -> dict:
-    by: dict = {}
-    for e in json.load(open(path))["traceEvents"]:
-        if e.get("ph") == "X":
-            by.setdefault(e["pid"], []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
-    return by
-
+from hgpart.runtime.devtrace import union_ns
 
 for p in sys.argv[1:]:
-    by = intervals(p)
-    t0 = min(s for v in by.values() for s, _, _ in v)
-    t1 = max(e for v in by.values() for _, e, _ in v)
-    grid = np.zeros((len(by), int(t1 - t0) + 1), bool)
-    for i, (_, v) in enumerate(sorted(by.items())):
-        for s, e, _ in v:
-            grid[i, int(s - t0):int(e - t0)] = True
-    busy = [round(float(g.mean()), 3) for g in grid]
-    both, either = grid.all(0).mean(), grid.any(0).mean()
-    print(p, f"span {(t1 - t0) / 1e3:.1f} ms, busy {busy}, both {both:.3f}, either {either:.3f}")
-    for pid, v in sorted(by.items()):
-        w = [sum(e - s for s, e, n in v if f"worker{i}" in n) / 1e3 for i in (0, 1)]
-        rest = sum(e - s for s, e, n in v if "worker" not in n) / 1e3
-        print(f"  device {pid}: worker0 ops {w[0]:.1f} ms, worker1 {w[1]:.1f} ms, other {rest:.1f} ms")
+    ops = [e for e in json.load(open(p))["traceEvents"] if e.get("ph") == "X"]
+    pid = np.array([e["pid"] for e in ops])
+    start = np.array([e["ts"] for e in ops], np.float64)
+    end = start + np.array([e["dur"] for e in ops], np.float64)
+    span = float(end.max() - start.min())
+    pids = sorted(set(pid.tolist()))
+    busy = [union_ns(start[pid == d], end[pid == d]) / span for d in pids]
+    either = union_ns(start, end) / span
+    print(p, f"span {span / 1e3:.1f} ms, busy {[round(b, 3) for b in busy]}, both {sum(busy) - either:.3f}, "
+          f"either {either:.3f}")
+    for d in pids:
+        mine = [e for e in ops if e["pid"] == d]
+        w = [sum(e["dur"] for e in mine if f"worker{i}" in e["name"]) / 1e3 for i in (0, 1)]
+        rest = sum(e["dur"] for e in mine if "worker" not in e["name"]) / 1e3
+        print(f"  device {d}: worker0 ops {w[0]:.1f} ms, worker1 {w[1]:.1f} ms, other {rest:.1f} ms")
