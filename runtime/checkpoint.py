@@ -55,6 +55,7 @@ import numpy as np
 from hgpart.runtime.cluster import set_resume_hint
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.partitioned import PartVariable, PlacedModel
+from hgpart.runtime.settle import settle
 from hgpart.runtime.step import TrainStep
 
 from hgpart.errors import BadFileError, BadOptionError, HgpartError, ModelMismatchError
@@ -408,6 +409,7 @@ class Checkpointer:
         import tensorflow as tf
 
         tf.train.Checkpoint(**self._objects).read(str(path / _STATE)).assert_consumed()
+        settle()
 
     def _reshard(self, path: Path, man: Manifest) -> None:
         """Another placement: Keras-layout tensors from the saved parts, gathered into the new parts."""
@@ -421,6 +423,7 @@ class Checkpointer:
         count = max(man.counters.values(), default=0.0)
         for c in self.step.counters.values():
             c.assign(count)
+        settle()
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.partitioned import PlacedModel
+from hgpart.runtime.settle import settle
 from hgpart.runtime.step import Forward, TrainStep
 
 __all__ = ["Metrics", "MeteredStep", "Evaluator"]
@@ -74,6 +75,7 @@ class MeteredStep(TrainStep):
                 mine.assign(theirs)
         for dev, c in self.counters.items():
             c.assign(other.counters[dev])
+        settle()
 
 
 class Evaluator:

@@ -25,8 +25,8 @@ they overlap as PipeDream's asynchronous pipeline does (``benchmarks/results/ste
   against the weights its own forward read (the forward's read is the backward's input: weight stashing, with no
   copy) and applied, in step order, to the current ones. The updates still pending at the end of a call are
   applied in it, so a call's first step sees every earlier update. ``inflight = 1`` (and sync mode) runs the steps
-  strictly one after the other: exact sequential training on logical devices; on local workers about one run in
-  three drifts by about 1e-4 in the loss from one step on, a known bug (``tests/test_multistep_local.py``).
+  strictly one after the other: exact sequential training, on logical devices and on worker processes (where
+  eager writes are settled before a call: :mod:`hgpart.runtime.settle`).
 * **Order.** TensorFlow's executor has no priorities, so a part could run the next batch's forward before the
   gradient another part waits for. A :class:`~hgpart.runtime.partitioned.CrossGate` makes each part read across
   parts for step ``i`` only after it has computed the gradients it sends back for step ``i - 1`` (1F1B).

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from hgpart.runtime.settle import settle
 
 from hgpart.errors import HgpartError
 from hgpart.frontend import layer_graph_from_keras
@@ -164,6 +165,7 @@ class PlacedModel:
         self._check_supported()
         self._plan_views()
         self._make_variables(keras_model)
+        settle()  # their creation, before a compiled call reads them
         out = self.graph.output_layer
         self.loss_part = placement.loss_part(self.owner)
         self.final_softmax = out.config.get("activation") == "softmax"

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.partitioned import CrossGate, PartVariable, PlacedModel
+from hgpart.runtime.settle import settle
 
 from hgpart.errors import HgpartError
 from hgpart.kinds.tfops import fused_adam
@@ -120,6 +121,7 @@ class TrainStep:
                                              name=f"{pv.var.name.split(':')[0]}_slot{s}") for s in range(n)]
                 if dev not in self.counters:
                     self.counters[dev] = tf.Variable(0.0, trainable=False, name=f"adam_step_p{pv.part}")
+        settle()  # the slots' and counters' creation, before a compiled call reads them
         shape = (self.batch_size, *pm.graph.input_shape)
         self._fn = tf.function(self._step)
         self.concrete = self._fn.get_concrete_function(
@@ -239,14 +241,18 @@ def restoring(variables: Sequence[Any]) -> Iterator[None]:
 
     Why: a compiled step's first call is slow (graph partitioning, kernel set-up, allocation) and must run
     before timing, but training on that call would make one update more than asked for. Each variable is
-    read and written on its own device; nothing may run the variables concurrently meanwhile.
+    read and written on its own device; nothing may run the variables concurrently meanwhile. The eager reads
+    and writes are settled (:func:`hgpart.runtime.settle.settle`) before the block and before returning: on
+    worker processes a compiled call is not ordered after eager ops.
     """
     saved = [v.read_value() for v in variables]  # a copy on each variable's device
+    settle()  # the copies made before the block's compiled calls write the variables
     try:
         yield
     finally:
         for v, value in zip(variables, saved, strict=True):
             v.assign(value)
+        settle()  # and the writes landed before the next compiled call reads them
 
 
 def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> None:

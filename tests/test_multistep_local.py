@@ -2,13 +2,10 @@
 :mod:`hgpart.runtime.multistep` use logical devices in one process): with one batch in flight, several steps per
 call should be exact sequential training there too, bit for bit against one step per call on the same workers.
 
-KNOWN BUG, so marked slow (out of the default suite) rather than weakened: on local workers this fails in about one
-run of three (2026-11-29). The whole-step function gives the same losses in every run; the compiled one matches
-them bit for bit in most runs, and in the others drifts from one step on (loss 2.11754 or 2.11786 against
-2.11727 at the step where it starts, 4e-3 apart four steps later). Two compiled runs in one process can disagree
-with each other too, with 64 or 128 training images, the drift starting at step 9 or step 1. A step racing the
-previous step's update (a read not ordered after a write across the partitioned graph) would look like this; the
-cause is not found. On logical devices the compiled steps are bit-exact in every run (``tests/test_multistep.py``).
+This failed in about one run of three until the runtime settled its eager writes before a compiled call
+(:mod:`hgpart.runtime.settle`): on worker processes a call is not ordered after eager ops sent before it. The
+second test checks that barrier directly: compiled calls made right after eager assigns of the same values, and
+:func:`~hgpart.runtime.settle.settle`, compute the same thing every time (without it 5 of 11 did not).
 
 One eager cluster per process: the training runs in a child process, which prints one RESULT line."""
 
@@ -46,20 +43,45 @@ with open_local(2, inter_op=2, start_timeout=120) as ds:
         choice = pm.pipeline_choice
         out[pipeline] = {"losses": [r.record.loss for r in rows], "kind": choice.kind if choice else pipeline,
                          "weights": {f"{k}/{n}": np.asarray(v).tolist() for k in w for n, v in w[k].items()}}
+    # the barrier: the same values assigned eagerly, settled, then one compiled call of 2 steps, 10 times
+    from hgpart.runtime.multistep import MultiStep
+    from hgpart.runtime.settle import settle
+    step = pm.train_step(B, "async", 1)
+    ms = MultiStep(step, steps_per_call=2, inflight=1)
+    ms.warm([2])
+    snap = [v.numpy() for v in step.state]
+    seen = set()
+    for _ in range(10):
+        for v, s in zip(step.state, snap):
+            v.assign(s)
+        settle()
+        losses, _ = ms.run(x[: 2 * B], y[: 2 * B])
+        seen.add((tuple(losses.tolist()), tuple(float(c.numpy()) for c in step.counters.values())))
+    out["repeat"] = [list(map(list, k)) for k in seen]
 print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.mark.slow
-def test_compiled_steps_on_local_workers_are_exact_with_one_batch_in_flight() -> None:
+@pytest.fixture(scope="module")
+def out() -> dict:
+    """The child's results: both pipelines' training, and the repeated settled calls."""
     tests = str(Path(__file__).parent)
     proc = subprocess.run([sys.executable, "-c", _SCRIPT, tests], capture_output=True, text=True, timeout=600,
                           env=_ENV)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, proc.stderr[-3000:]
-    out = json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT "):])
+
+
+def test_compiled_steps_on_local_workers_are_exact_with_one_batch_in_flight(out: dict) -> None:
     graph, compiled = out["graph"], out["compiled"]
     assert compiled["kind"] == "compiled" and graph["kind"] == "graph"
     assert len(compiled["losses"]) == 13
     assert compiled["losses"] == graph["losses"]
     assert compiled["weights"] == graph["weights"]
+
+
+def test_settled_eager_writes_come_before_the_next_compiled_call(out: dict) -> None:
+    (losses, counters), *others = out["repeat"]
+    assert not others, f"{len(others) + 1} different outcomes of the same call from the same values"
+    assert len(losses) == 2 and all(c == counters[0] for c in counters)
