@@ -3,12 +3,10 @@
 Why: on worker processes (``local`` and ``cluster:`` devices) an eager op on a remote variable, such as a
 ``tf.Variable``'s creation, an ``assign`` or a checkpoint's restore, is enqueued to that worker and the client
 goes on. A later call of a multi-device ``tf.function`` runs its pieces on the workers by another path, which
-is not ordered after those enqueued ops. Measured on two local workers (2026-11-29): of 11 compiled calls made
-each right after assigning every variable the same values, 5 computed another loss and 4 others ended with a step
-counter that the assign overwrote after the call; and training with the compiled pipeline drifted from sequential
-training by about 1e-4 in the loss in 2 runs of 6 (``tests/test_multistep_local.py``). With this barrier after
-the writes, every call and run agreed. Eager ops after a compiled call (which returns once it has run) are
-ordered after it.
+is not ordered after those enqueued ops: it can run before a write has landed, or a write can land after it
+(``benchmarks/results/eager_order/``; the compiled pipeline then drifted from sequential training,
+``tests/test_multistep_local.py``). Eager ops after a compiled call (which returns once it has run) are ordered
+after it.
 
 So every piece of the runtime that writes variables eagerly calls :func:`settle` before handing them to a
 compiled call: :func:`hgpart.runtime.step.restoring`, the variables' creation, optimizer-state adoption and

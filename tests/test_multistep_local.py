@@ -5,7 +5,8 @@ call should be exact sequential training there too, bit for bit against one step
 This failed in about one run of three until the runtime settled its eager writes before a compiled call
 (:mod:`hgpart.runtime.settle`): on worker processes a call is not ordered after eager ops sent before it. The
 second test checks that barrier directly: compiled calls made right after eager assigns of the same values, and
-:func:`~hgpart.runtime.settle.settle`, compute the same thing every time (without it 5 of 11 did not).
+:func:`~hgpart.runtime.settle.settle`, compute the same thing every time (without it they do not:
+``benchmarks/results/eager_order/``).
 
 One eager cluster per process: the training runs in a child process, which prints one RESULT line."""
 
@@ -29,6 +30,8 @@ from toydata import band_images
 from toyplacements import B, two_part_placement
 from hgpart.runtime.api import PartitionedModel
 from hgpart.runtime.cluster import open_local
+from hgpart.runtime.multistep import MultiStep
+from hgpart.runtime.settle import settle
 
 pl = two_part_placement("minivgg")
 x, y = band_images(64)
@@ -44,8 +47,6 @@ with open_local(2, inter_op=2, start_timeout=120) as ds:
         out[pipeline] = {"losses": [r.record.loss for r in rows], "kind": choice.kind if choice else pipeline,
                          "weights": {f"{k}/{n}": np.asarray(v).tolist() for k in w for n, v in w[k].items()}}
     # the barrier: the same values assigned eagerly, settled, then one compiled call of 2 steps, 10 times
-    from hgpart.runtime.multistep import MultiStep
-    from hgpart.runtime.settle import settle
     step = pm.train_step(B, "async", 1)
     ms = MultiStep(step, steps_per_call=2, inflight=1)
     ms.warm([2])
