@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# minivgg, layer-wise K=2 against one pinned worker, 1280-step runs, 3 rounds, on the Intel Xeon with AMX (KVM, 2 cores)
+# of 2026-11-29, at 0a433e2 with staged_feed.patch applied (each call's images copied to the first worker during the
+# call before; not kept) (issue 19)
+cd "$(dirname "$0")/../../../.."
+echo "== $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
+python benchmarks/runtime_throughput.py --models minivgg --placements layerwise --steps 1280 --repeats 2 \
+  --modes async --inflight 0 --baseline-inflight 0 --rounds 3 --k1-client free \
+  --out benchmarks/results/runtime_throughput_vgg16/xeon_amx_minivgg_staged 2>&1 | grep -v "^[IWE]0000\|^WARNING: All log"
+echo "== $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
