@@ -20,6 +20,7 @@ only inside :func:`compute_rate`.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import os
 import statistics
@@ -243,6 +244,23 @@ def repo_profiles() -> Path | None:
     """The source checkout's ``profiles/`` folder (measured profiles, ``*_c1.json`` of one-core workers), if any."""
     folder = Path(__file__).resolve().parents[1] / "profiles"
     return folder if folder.is_dir() else None
+
+
+def foreign_profiles(folder: Path, cores: int, cpu_model: str) -> list[tuple[str, str]]:
+    """The profiles of ``cores`` core(s) in ``folder`` (``*_c<cores>.json``) that another CPU made: (file name,
+    that CPU), by name. Why: the simulator times a model from its profile as it is, and another machine's layer
+    times are off by its speed (``benchmarks/results/simulator_validation/2026-11-29-amx/``: median error 29.5 %
+    with them, 14.2 % with this machine's). An unreadable file counts as foreign (its CPU: ``unreadable``)."""
+    out = []
+    for path in sorted(folder.glob(f"*_c{cores}.json")):
+        try:
+            with open(path) as fh:
+                cpu = str(json.load(fh).get("machine", {}).get("cpu_model") or "unknown CPU")
+        except (OSError, ValueError, AttributeError):
+            cpu = "unreadable"
+        if cpu != cpu_model:
+            out.append((path.name, cpu))
+    return out
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hgtoys import toy_network, unit_work
+from rich.console import Console
 
-from hgpart.calibration import Calibration, ComputeRate, LinkFit, cluster_document, fit_link, fit_ring
+from hgpart.calibration import (
+    Calibration,
+    ComputeRate,
+    LinkFit,
+    cluster_document,
+    fit_link,
+    fit_ring,
+    foreign_profiles,
+)
 from hgpart.cli import main
 from hgpart.cluster import THIS_MACHINE, PortOwner, cluster_from_dict, load_cluster, this_machine_path
+from hgpart.commands.calibrate_cmds import note_foreign_profiles
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.hypergraph import build_hypergraph
 from hgpart.placement import Placement
@@ -100,6 +110,27 @@ def test_the_document_describes_pinned_workers_and_cites_every_figure() -> None:
     assert inside is not None and inside.latency == pytest.approx(3e-4, rel=1e-6)  # the in-function link is used
     assert "inside one compiled function" in inside.sources["latency_us"] and "1.000 GB/s" in \
         inside.sources["latency_us"]
+
+
+def test_profiles_another_cpu_made_are_named_in_one_note(tmp_path: Path) -> None:
+    def profile(name: str, cpu: str) -> None:
+        (tmp_path / name).write_text(json.dumps({"machine": {"cpu_model": cpu}, "layers": []}))
+
+    profile("minivgg_32_b32_c1.json", "This CPU")
+    profile("minires_32_b32_c1.json", "Other CPU @ 2.80GHz")
+    profile("vgg16_64_b32_c2.json", "Other CPU @ 2.80GHz")  # two cores: not this cluster's profiles
+    (tmp_path / "lenet_32_b32_c1.json").write_text("{not json")
+    assert foreign_profiles(tmp_path, 1, "This CPU") == [("lenet_32_b32_c1.json", "unreadable"),
+                                                         ("minires_32_b32_c1.json", "Other CPU @ 2.80GHz")]
+    assert foreign_profiles(tmp_path, 2, "Other CPU @ 2.80GHz") == []
+    con = Console(record=True, width=400)
+    note_foreign_profiles(con, tmp_path, 1, "This CPU")
+    text = con.export_text()
+    assert text.count("note:") == 1 and "2 profile(s) of 1 core(s)" in text and "Other CPU @ 2.80GHz" in text
+    assert "hgpart profile --model M" in text and "--cores 1" in text
+    quiet = Console(record=True, width=400)
+    note_foreign_profiles(quiet, tmp_path, 2, "Other CPU @ 2.80GHz")
+    assert quiet.export_text() == ""
 
 
 def test_the_ring_fit_recovers_a_known_all_reduce_and_the_document_carries_it_and_the_step_calls() -> None:

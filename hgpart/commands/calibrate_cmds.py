@@ -23,6 +23,7 @@ from hgpart.calibration import (
     fit_link,
     fit_ring,
     fit_step_calls,
+    foreign_profiles,
     human_bytes,
     machine_memory_bytes,
     memory_bandwidth,
@@ -33,7 +34,7 @@ from hgpart.commands import app
 from hgpart.errors import BadOptionError
 from hgpart.fileio import check_outputs, write_json
 
-__all__ = ["calibrate_cmd", "print_calibration"]
+__all__ = ["calibrate_cmd", "print_calibration", "note_foreign_profiles"]
 
 
 @app.command("calibrate")
@@ -90,6 +91,22 @@ def calibrate_cmd(
     write_json(target, doc, what="cluster file")
     print_calibration(con, cal)
     con.print(f"wrote {target}" + ("  (--cluster this-machine reads it)" if out is None else ""), highlight=False)
+    if cal.profiles is not None:
+        note_foreign_profiles(con, cal.profiles, cores, rate.cpu_model)
+
+
+def note_foreign_profiles(con: Console, folder: Path, cores: int, cpu_model: str) -> None:
+    """One note when profiles the cluster file points at were made on another CPU (the simulator uses them as
+    they are): which, and how to make this machine's."""
+    foreign = foreign_profiles(folder, cores, cpu_model)
+    if not foreign:
+        return
+    cpus = sorted({cpu for _, cpu in foreign})
+    con.print(f"note: {len(foreign)} profile(s) of {cores} core(s) in {folder} were made on another CPU "
+              f"({'; '.join(cpus)}), not this {cpu_model}; the simulator times their models from them as they "
+              f"are. Make this machine's with `hgpart profile --model M --input S --batch-size B --cores {cores} "
+              f"--out <folder>/<model>_<input>_b<B>_c{cores}.json` and point device.profiles in the cluster file "
+              "at that folder.", highlight=False)
 
 
 def print_calibration(con: Console, cal: Calibration) -> None:
