@@ -20,7 +20,6 @@ only inside :func:`compute_rate`.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import os
 import statistics
@@ -34,6 +33,7 @@ import numpy as np
 
 from hgpart.cluster import CLUSTER_FORMAT, GIB, THIS_MACHINE, RingCost, cluster_from_dict
 from hgpart.errors import HgpartError
+from hgpart.fileio import read_json
 from hgpart.profile import BACKWARD_FLOP_FACTOR
 
 __all__ = ["LINK_SIZES", "QUICK_LINK_SIZES", "RING_POINTS", "QUICK_RING_POINTS", "Calibration", "ComputeRate",
@@ -254,9 +254,8 @@ def foreign_profiles(folder: Path, cores: int, cpu_model: str) -> list[tuple[str
     out = []
     for path in sorted(folder.glob(f"*_c{cores}.json")):
         try:
-            with open(path) as fh:
-                cpu = str(json.load(fh).get("machine", {}).get("cpu_model") or "unknown CPU")
-        except (OSError, ValueError, AttributeError):
+            cpu = str(read_json(path, what="profile").get("machine", {}).get("cpu_model") or "unknown CPU")
+        except (HgpartError, AttributeError):  # not JSON, or not a profile's object
             cpu = "unreadable"
         if cpu != cpu_model:
             out.append((path.name, cpu))
