@@ -16,17 +16,19 @@ What it does, in this order, each step in its own process:
    measured comparison (:func:`hgpart.compare.measured.run_measured`, as ``hgpart compare-run --devices local``
    does) for ``steps`` global steps of every strategy that runs on worker processes, keeping each model-parallel
    run's placement. Images/s = images trained / training wall time (the pipeline fill included, evaluation not).
-3. Every measured run is simulated on the calibrated cluster with the same placement, batch size, mode and
-   batches in flight / micro-batches (K). compare-run trains model parallelism as ``hgpart train`` does
-   (``--pipeline auto``: as pipeline stages, or one whole-step function per step; each run records which), and
-   each run is simulated with the pipeline it ran: ``stages`` (batches in flight overlap on the devices, sync
-   micro-batches form a pipeline) or ``graph`` (calls do not overlap; sync micro-batches advance together). The
-   async data-parallel workers' calls, multi-device functions, are simulated with ``graph`` (they take turns).
-   Runs recorded before compare-run chose a pipeline ran ``graph``. The cluster's
-   ``call_overhead_us`` (measured by ``hgpart calibrate``) starts every call (the single device's and data
-   parallelism's calls, which feed their batch from the client, cost the measured ``step_calls`` for their bytes
-   and devices instead), sync data parallelism's all-reduce costs the measured ``allreduce`` of the link, and the
-   link holds both workers for every transfer (``holds_devices``: the workers' cores do the copies).
+3. Every measured run is simulated on the calibrated cluster with the same placement, batch size, mode and batches in
+   flight / micro-batches (K); a comparison that kept no placement (only the single device and data parallelism ran,
+   as for vgg16) gets a layer-wise one from ``hgpart partition --analytic``, of which those strategies read only the
+   model's layers (:func:`replica_placement`). compare-run trains model parallelism as ``hgpart train`` does
+   (``--pipeline auto``: as pipeline stages, or one whole-step function per step; each run records which), and each
+   run is simulated with the pipeline it ran: ``stages`` (batches in flight overlap on the devices, sync
+   micro-batches form a pipeline) or ``graph`` (calls do not overlap; sync micro-batches advance together). The async
+   data-parallel workers' calls, multi-device functions, are simulated with ``graph`` (they take turns). Runs
+   recorded before compare-run chose a pipeline ran ``graph``. The cluster's ``call_overhead_us`` (measured by
+   ``hgpart calibrate``) starts every call (the single device's and data parallelism's calls, which feed their batch
+   from the client, cost the measured ``step_calls`` for their bytes and devices instead), sync data parallelism's
+   all-reduce costs the measured ``allreduce`` of the link, and the link holds both workers for every transfer
+   (``holds_devices``: the workers' cores do the copies).
 
 Writes ``OUT/validation.csv`` (``model,strategy,batch_size,measured_ips,predicted_ips,error``...), ``OUT/report.md``
 (median and worst absolute error, per model and per strategy, the load average at the start and end of every
@@ -137,6 +139,23 @@ def _kept(out: Path, model: str, recorded: str) -> str:
     return str(out / "placements" / model / Path(recorded).name)
 
 
+def replica_placement(out: Path, d: dict[str, Any]) -> str:
+    """A placement of the model of a comparison in which no model-parallel run kept one (only the single device and
+    data parallelism ran): ``hgpart partition --backend layerwise --analytic`` at the comparison's K, written once to
+    ``OUT/placements/<model>/replica_k<K>.json``. The data-parallel simulation reads only the model's layers and a
+    replica's memory from it (the ``single`` placement ``hgpart plan`` gives those strategies), not its parts."""
+    shape = "x".join(str(v) for v in d["input_shape"])
+    path = out / "placements" / f"{d['model']}_{d['input_shape'][0]}" / f"replica_k{d['k']}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [str(Path(sys.executable).parent / "hgpart"), "partition", "--model", d["spec"], "--input", shape,
+               "--classes", str(d["num_classes"]), "--k", str(d["k"]), "--backend", "layerwise", "--analytic",
+               "--out", str(path)]
+        print("$", " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return str(path)
+
+
 def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     """One row per (model, strategy, batch size, way its steps ran): the median measured images/s over the
     repeats beside the prediction, simulated from the placement the repeats saved (every repeat compiles
@@ -149,16 +168,14 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     for path in sorted((out / "measured").glob("*.json")):
         d = json.loads(path.read_text())
         mp = [r for r in d["runs"] if r.get("placement_path")]
-        if not mp:
-            print(f"{path.name}: no model-parallel run kept a placement; skipped", flush=True)
-            continue
+        replica = "" if mp else replica_placement(out, d)
         for r in d["runs"]:
             if r["status"] != "ok":
                 print(f"{path.name} {r['method']}: {r['status']} ({r['reason'][:120]})", flush=True)
                 continue
             # auto may run the repeats of one strategy differently (it times a short step both ways): one row per way
             key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"], ran_as(r))
-            placement = _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
+            placement = replica or _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
             runs.setdefault(key, []).append({**r, "placement": placement,
                                              "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})
     rows = []
