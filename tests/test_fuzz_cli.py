@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ import typer.main
 from fuzz_inputs import mutate_argv, mutate_json, mutate_text
 from hgpart.runtime.cluster import open_cluster, parse_cluster_spec
 
+import hgpart.cli
 import hgpart.models
 from hgpart.cli import main
 from hgpart.errors import HgpartError
@@ -329,6 +331,10 @@ def test_fuzz_cli_in_process(seeds: Seeds, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(hgpart.models, "load_graph", _cached_load_graph)
     # typer rebuilds the click command tree on every call; the tree of one app never changes within the test
     monkeypatch.setattr(typer.main, "get_command", functools.cache(typer.main.get_command))
+    # hgpart.cli.main ends with a full gc.collect(), to free TensorFlow's remote functions while its stderr filter is
+    # up; no case here opens a worker, and a full collection of this test process's heap per case was most of the
+    # test's time
+    monkeypatch.setattr(hgpart.cli, "gc", types.SimpleNamespace(collect=lambda: 0))
     rng = random.Random(SEED)
     families = [placement_cases, profile_cases, cluster_cases, argv_cases]
     failures: list[str] = []
