@@ -13,6 +13,9 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
 * ``model parallelism as graph``: every model-parallel run simulated as one function per step, whatever ran;
 * ``async data parallelism overlapped``: the async data-parallel workers' calls overlap
   (``SimPipeline.STAGES``) instead of taking turns; its rows are printed one by one;
+* ``async data parallelism overlapped, its sends and updates taking turns``: the calls overlap as above, but each
+  pull, push and parameter update also holds the client, so only the workers' forward and backward overlap other
+  calls (a rule between the two above); its rows are printed one by one;
 * ``compiled without the 1F1B gate``: the compiled pipeline's steps overlap as far as their data allow, without
   the runtime's :class:`~hgpart.runtime.partitioned.CrossGate` (a part's cross-part read waits for its previous
   backward); its compiled async rows are printed one by one;
@@ -26,6 +29,7 @@ Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 from collections.abc import Callable
@@ -38,8 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
 from hgpart.cluster import DeviceSpec  # noqa: E402
-from hgpart.simulate import costs  # noqa: E402
+from hgpart.simulate import costs, workloads  # noqa: E402
 from hgpart.simulate import run as simrun  # noqa: E402
+from hgpart.simulate.engine import Task, TaskKind  # noqa: E402
 
 
 def _summary(rows: list[dict[str, Any]], label: str) -> str:
@@ -55,6 +60,34 @@ def _summary(rows: list[dict[str, Any]], label: str) -> str:
 def _rows(rows: list[dict[str, Any]], keep: Callable[[dict[str, Any]], bool]) -> list[str]:
     return [f"  {r['model']} {r['strategy']} B={r['batch_size']}: measured {r['measured_ips']:.1f}, predicted "
             f"{r['predicted_ips']:.1f} ({100 * r['error']:+.1f} %)" for r in rows if keep(r)]
+
+
+class _OnClient:
+    """A cluster's devices whose every transfer also holds the client."""
+
+    def __init__(self, where: Any) -> None:
+        self.where = where
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]:
+        seconds, ports = self.where.transfer(src, dst, nbytes)
+        return seconds, (*ports, workloads.CLIENT)
+
+    def compute(self, d: int) -> str:
+        return str(self.where.compute(d))
+
+
+_REAL_SEND = workloads.AsyncDataParallel._send
+
+
+def _send_on_client(self: Any, *args: Any) -> int:
+    """An async data-parallel pull or push that also holds the client."""
+    return int(_REAL_SEND(dataclasses.replace(self, where=_OnClient(self.where)), *args))
+
+
+def _update_on_client(eng: Any, name: str, seconds: float, dev: int, res: str, job: int, deps: Any) -> int:
+    """A parameter update on its owner's device that also holds the client."""
+    return int(eng.add(Task(name, TaskKind.UPDATE, seconds, (res, workloads.CLIENT), device=dev, batch=job,
+                            deps=tuple(deps))))
 
 
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
@@ -84,6 +117,11 @@ def main(argv: list[str]) -> int:
 
     rows = _with(overlapped, out, cluster)
     lines.append(_summary(rows, "async data parallelism overlapped"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
+    with mock.patch.object(workloads.AsyncDataParallel, "_send", _send_on_client), \
+            mock.patch.object(workloads, "_update", _update_on_client):
+        rows = _with(overlapped, out, cluster)
+    lines.append(_summary(rows, "async data parallelism overlapped, its sends and updates taking turns"))
     lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
     real_mp = simrun.ModelParallel
     with mock.patch.object(simrun, "ModelParallel", lambda *a, **kw: real_mp(*a, **{**kw, "gated": False})):
