@@ -277,6 +277,9 @@ class Calibration:
     link_repeats: int
     quick: bool
     profiles: Path | None = None
+    #: the profiles this calibration made in ``profiles`` (``hgpart calibrate --profile``); empty: the source
+    #: checkout's, made before
+    profiled: tuple[str, ...] = ()
     call_seconds: float | None = None  # one call of a trivial step function on a worker (None: not measured)
     #: the eager-copy fit when ``link`` is the fit of hops inside a function (None: ``link`` is the eager one)
     eager_link: LinkFit | None = None
@@ -346,10 +349,14 @@ def _device_entry(cal: Calibration, by: str) -> dict[str, Any]:
     if cal.profiles is not None:
         device["profiles"] = str(cal.profiles)
         device["profile_cores"] = cal.cores_per_device
-        device["sources"]["profiles"] = (f"the source checkout's measured profiles; a model with one made on "
-                                         f"{cal.cores_per_device} core(s) (`hgpart profile --cores "
-                                         f"{cal.cores_per_device}`, *_c{cal.cores_per_device}.json) is simulated "
-                                         "from it instead of the FLOP rate")
+        made = (f"made by `hgpart calibrate{' --quick' if cal.quick else ''} --profile` on {cal.date}: "
+                f"{', '.join(cal.profiled)}, each as `hgpart profile --cores "
+                f"{cal.cores_per_device}` makes it, in this calibration's pinned process"
+                if cal.profiled else "the source checkout's measured profiles")
+        device["sources"]["profiles"] = (f"{made}; a model with one made on {cal.cores_per_device} core(s) "
+                                         f"(`hgpart profile --cores {cal.cores_per_device}`, "
+                                         f"*_c{cal.cores_per_device}.json) is simulated from it instead of the FLOP "
+                                         "rate")
     return device
 
 

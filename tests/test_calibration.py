@@ -30,7 +30,10 @@ from hgpart.cluster import THIS_MACHINE, PortOwner, cluster_from_dict, load_clus
 from hgpart.commands.calibrate_cmds import note_foreign_profiles
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.hypergraph import build_hypergraph
+from hgpart.models import load_graph
 from hgpart.placement import Placement
+from hgpart.profile import Profile
+from hgpart.simulate.costs import layer_times
 
 SIZES = [4096 * 4**i for i in range(7)] + [2**25]
 
@@ -166,11 +169,19 @@ def test_without_a_calibration_this_machine_is_one_line(tmp_path: Path, monkeypa
 def test_an_unwritable_out_is_refused_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     afile = tmp_path / "afile"
     afile.write_text("x")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "profiles").write_text("x")  # where --profile would write its profiles
     before = os.sched_getaffinity(0)
     for argv, says in ((["--out", str(afile / "c.json")], "is a file, not a folder"),
                        (["--out", str(tmp_path)], "is a directory"),
                        (["--out", str(tmp_path / "c.json"), "--cores", "0"], "--cores 0"),
-                       (["--out", str(tmp_path / "c.json"), "--cores", "999"], "--cores 999")):
+                       (["--out", str(tmp_path / "c.json"), "--cores", "999"], "--cores 999"),
+                       (["--out", str(tmp_path / "c.json"), "--profile", "vgg16:64", "--profile", "nosuch:32"],
+                        "unknown model 'nosuch'"),
+                       (["--out", str(tmp_path / "c.json"), "--profile", "x/m.keras"], "does not exist"),
+                       (["--out", str(tmp_path / "c.json"), "--profile", "vgg16", "--batch-sizes", "0"],
+                        "--batch-sizes"),
+                       (["--out", str(tmp_path / "d" / "c.json"), "--profile", "vgg16"], "--profile")):
         code, out, err = _cli(["calibrate", "--quick", *argv], capsys)
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and "Traceback" not in err and says in lines[0], (argv, err)
@@ -183,11 +194,21 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
     out = tmp_path / "cfg" / "hgpart" / "cluster_this-machine.json"
     # its own process: calibrate pins the process and sizes TensorFlow's pools, which this one has started already
     run = subprocess.run([sys.executable, "-c", "from hgpart.cli import main; main()", "calibrate", "--quick",
-                          "--out", str(out)], capture_output=True, text=True, timeout=240,
-                         env=dict(os.environ, COLUMNS="200"))
+                          "--out", str(out), "--profile", "lenet5:28x28x1", "--batch-sizes", "8,4,8"],
+                         capture_output=True, text=True, timeout=240, env=dict(os.environ, COLUMNS="200"))
     assert run.returncode == 0, run.stderr[-2000:]
     assert "compute rate" in run.stdout and f"wrote {out}" in run.stdout
     c = load_cluster(out)
+    # --profile: this machine's profiles beside the cluster file, pinned as a worker, and the cluster reads them
+    made = sorted(p.name for p in (out.parent / "profiles").iterdir())
+    assert made == ["lenet5_28x28x1_b4_c1.json", "lenet5_28x28x1_b8_c1.json"], made
+    assert c.device.profiles == out.parent / "profiles" and c.device.profile_cores == 1
+    assert run.stdout.count("profiled lenet5 at 28x28x1") == 2 and "note:" not in run.stdout
+    lenet = load_graph("lenet5", input_shape=(28, 28, 1))
+    prof = Profile.load(out.parent / "profiles" / "lenet5_28x28x1_b8_c1.json")
+    assert prof.mode == "measured" and prof.setup.cores == 1 and prof.fingerprint == lenet.fingerprint()
+    assert layer_times(lenet, c.device, batch=8).source.startswith("measured profile")
+    assert "lenet5_28x28x1_b4_c1.json" in json.loads(out.read_text())["device"]["sources"]["profiles"]
     rate = c.device.rate_flops
     assert rate is not None and math.isfinite(rate) and rate > 0
     assert c.name == THIS_MACHINE and c.nodes == 1 and c.device.efficiency == 1.0

@@ -31,8 +31,10 @@ from hgpart.calibration import (
 )
 from hgpart.cluster import GIB, this_machine_path
 from hgpart.commands import app
+from hgpart.commands.compare_cmds import parse_int_list
 from hgpart.errors import BadOptionError
 from hgpart.fileio import check_outputs, write_json
+from hgpart.machine_profiles import make_profiles, profile_requests
 
 __all__ = ["calibrate_cmd", "print_calibration", "note_foreign_profiles"]
 
@@ -45,6 +47,11 @@ def calibrate_cmd(
     cores: int = typer.Option(1, "--cores", help="cores per device: each device is one pinned local worker of "
                               "N cores"),
     quick: bool = typer.Option(False, "--quick", help="fewer repeats and smaller benchmarks (seconds, rough)"),
+    profile: list[str] = typer.Option([], "--profile", help="also profile MODEL[:INPUT] on this machine (e.g. "
+                                      "vgg16:64; repeatable) into profiles/ beside the cluster file, and point the "
+                                      "cluster file there instead of at the source checkout's profiles"),
+    batch_sizes: str = typer.Option("32", "--batch-sizes", help="with --profile: the batch sizes to profile, "
+                                    "comma-separated (the simulator scales a profile to other batch sizes)"),
 ) -> None:
     """Measure compute rate, memory and the link between two local workers; write this machine's cluster file."""
     target = out if out is not None else this_machine_path()
@@ -53,11 +60,18 @@ def calibrate_cmd(
     if cores < 1 or cores > len(usable):
         raise BadOptionError(f"--cores {cores} is not between 1 and the {len(usable)} usable cores", where="--cores",
                              option="--cores", value=cores, fix=f"pass --cores between 1 and {len(usable)}")
+    requests = profile_requests(profile, parse_int_list(batch_sizes, what="--batch-sizes")) if profile else []
+    folder = target.parent / "profiles" if requests else None
+    check_outputs(folders={"--profile": folder})
     devices = len(usable) // cores
     con = Console()
     con.print(f"calibrating {devices} device(s) of {cores} core(s){' (quick)' if quick else ''} ...")
     mem_bw, copy_bytes = memory_bandwidth(quick=quick)
     rate = compute_rate(cores=cores, quick=quick)  # pins this process: before TensorFlow starts anything else
+    made: list[Path] = []
+    if folder is not None:  # while pinned as a worker, as `hgpart profile --cores N` pins itself
+        made = make_profiles(requests, cores=cores, folder=folder, quick=quick,
+                             report=lambda line: con.print(line, highlight=False))
     os.sched_setaffinity(0, set(usable))  # the client of the link benchmark runs unpinned, as in training
     link: LinkFit | None = None
     eager: LinkFit | None = None
@@ -85,7 +99,8 @@ def calibrate_cmd(
         con.print(f"one device of {cores} core(s) fills the {len(usable)} usable cores: no link to measure")
     cal = Calibration(cores_per_device=cores, devices=devices, usable_cores=len(usable), compute=rate,
                       memory_bytes=machine_memory_bytes(), memory_bandwidth=mem_bw, memory_copy_bytes=copy_bytes,
-                      link=link, link_repeats=repeats, quick=quick, profiles=repo_profiles(),
+                      link=link, link_repeats=repeats, quick=quick, profiles=folder or repo_profiles(),
+                      profiled=tuple(p.name for p in made),
                       call_seconds=call, eager_link=eager if eager is not link else None, ring=ring, calls=calls)
     doc = cluster_document(cal)
     write_json(target, doc, what="cluster file")
@@ -146,5 +161,6 @@ def print_calibration(con: Console, cal: Calibration) -> None:
         tab.add_row("step call", f"{cal.call_seconds * 1e3:.2f} ms",
                     "one call of a trivial compiled function on worker 0, fed and fetched by the client")
     tab.add_row("profiles", str(cal.profiles) if cal.profiles else "-",
+                (f"{len(cal.profiled)} made now; " if cal.profiled else "") +
                 f"profiles made on {cal.cores_per_device} core(s) replace the FLOP rate for their models")
     con.print(tab)
