@@ -9,9 +9,9 @@ Run (from the repository root)::
 What it does, in this order, each step in its own process:
 
 1. ``hgpart calibrate`` into ``OUT/cluster_this-machine.json`` (unless ``--cluster`` names a calibrated file): the
-   compute rate, the link between two pinned local workers and the memory bandwidth, and the one-core profiles in
-   ``profiles/`` (``*_c1.json``) for the models that have one. Nothing else calibrates the simulator; it is never
-   fitted to the runs below.
+   compute rate, the link between two pinned local workers and the memory bandwidth, and (``--profile``) this
+   machine's one-core profiles of every model measured below at every batch size measured, into ``OUT/profiles/``.
+   Nothing else calibrates the simulator; it is never fitted to the runs below.
 2. For every model and batch size, a child process opens 2 local workers (one pinned core each) and runs the
    measured comparison (:func:`hgpart.compare.measured.run_measured`, as ``hgpart compare-run --devices local``
    does) for ``steps`` global steps of every strategy that runs on worker processes, keeping each model-parallel
@@ -84,10 +84,14 @@ def child(model: str, size: int, batch: int, steps: int, out: Path, methods: lis
     path.write_text(json.dumps(d, indent=1))
 
 
-def calibrate(out: Path) -> Path:
+def calibrate(out: Path, models: list[tuple[str, str]], batches: list[int]) -> Path:
+    """``hgpart calibrate`` into ``OUT/cluster_this-machine.json``, with this machine's one-core profiles of every
+    (model, input) at every batch size the runs use (``--profile``, into ``OUT/profiles/``), made before the runs."""
     path = out / "cluster_this-machine.json"
-    cmd = [str(Path(sys.executable).parent / "hgpart"), "calibrate", "--out", str(path)]
-    print("$ hgpart calibrate --out", path, f"# load {loadavg()}", flush=True)
+    prof = [a for m, size in models for a in ("--profile", f"{m}:{size}")]
+    cmd = [str(Path(sys.executable).parent / "hgpart"), "calibrate", "--out", str(path), *prof,
+           "--batch-sizes", ",".join(map(str, batches))]
+    print("$", " ".join(cmd[1:]), f"# load {loadavg()}", flush=True)
     subprocess.run(cmd, check=True)
     return path
 
@@ -282,7 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     loads = [loadavg()]
     t0 = time.perf_counter()
-    cluster_path = args.cluster or calibrate(args.out)
+    specs = [spec.split(":") for spec in args.models.split(",")]
+    every_batch = sorted({int(b) for model, _, _ in specs
+                          for b in (args.batch_sizes or DEFAULT_BATCHES.get(model, "16,32,64")).split(",")})
+    cluster_path = args.cluster or calibrate(args.out, [(m, size) for m, size, _ in specs], every_batch)
     if not args.skip_measure:
         for rep in args.repeats.split(","):
             for spec in args.models.split(","):
