@@ -289,9 +289,18 @@ class Calibration:
     date: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 
-def cluster_document(cal: Calibration) -> dict[str, Any]:
-    """The ``hgpart.cluster/1`` document of a calibration, checked by :func:`hgpart.cluster.cluster_from_dict`."""
+def cluster_document(cal: Calibration, *, base: Path | None = None) -> dict[str, Any]:
+    """The ``hgpart.cluster/1`` document of a calibration, checked by :func:`hgpart.cluster.cluster_from_dict`.
+
+    ``base``: the folder the document is written to. A profiles folder inside it is written relative to it, as
+    :func:`hgpart.cluster.load_cluster` reads a relative one, so that the two can move together; any other is
+    written absolute."""
     by = f"measured by `hgpart calibrate{' --quick' if cal.quick else ''}` on {cal.date}"
+    device = _device_entry(cal, by)
+    if cal.profiles is not None:
+        where = cal.profiles.resolve()
+        inside = base is not None and where.is_relative_to(base.resolve())
+        device["profiles"] = str(where.relative_to(base.resolve())) if base is not None and inside else str(where)
     doc = {
         "format": CLUSTER_FORMAT,
         "name": THIS_MACHINE,
@@ -301,11 +310,11 @@ def cluster_document(cal: Calibration) -> dict[str, Any]:
                        "joined by TensorFlow's gRPC on 127.0.0.1.",
         "nodes": 1,
         "devices_per_node": cal.devices,
-        "device": _device_entry(cal, by),
+        "device": device,
         "links": _links_entry(cal, by),
         "sources": {"calibration": by + (" with fewer repeats (--quick): a rough figure" if cal.quick else "")},
     }
-    cluster_from_dict(doc, where="calibration")
+    cluster_from_dict(doc, where="calibration", base=base)
     return doc
 
 

@@ -193,16 +193,19 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cfg" / "hgpart" / "cluster_this-machine.json"
     # its own process: calibrate pins the process and sizes TensorFlow's pools, which this one has started already
+    # --out relative to the working folder: the profiles folder beside it must be found from the cluster file
     run = subprocess.run([sys.executable, "-c", "from hgpart.cli import main; main()", "calibrate", "--quick",
-                          "--out", str(out), "--profile", "lenet5:28x28x1", "--batch-sizes", "8,4,8"],
-                         capture_output=True, text=True, timeout=240, env=dict(os.environ, COLUMNS="200"))
+                          "--out", str(out.relative_to(tmp_path)), "--profile", "lenet5:28x28x1", "--batch-sizes",
+                          "8,4,8"], capture_output=True, text=True, timeout=240, env=dict(os.environ, COLUMNS="200"),
+                         cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "compute rate" in run.stdout and f"wrote {out}" in run.stdout
+    assert "compute rate" in run.stdout and f"wrote {out.relative_to(tmp_path)}" in run.stdout
     c = load_cluster(out)
     # --profile: this machine's profiles beside the cluster file, pinned as a worker, and the cluster reads them
     made = sorted(p.name for p in (out.parent / "profiles").iterdir())
     assert made == ["lenet5_28x28x1_b4_c1.json", "lenet5_28x28x1_b8_c1.json"], made
     assert c.device.profiles == out.parent / "profiles" and c.device.profile_cores == 1
+    assert json.loads(out.read_text())["device"]["profiles"] == "profiles"  # moves with the cluster file
     assert run.stdout.count("profiled lenet5 at 28x28x1") == 2 and "note:" not in run.stdout
     lenet = load_graph("lenet5", input_shape=(28, 28, 1))
     prof = Profile.load(out.parent / "profiles" / "lenet5_28x28x1_b8_c1.json")

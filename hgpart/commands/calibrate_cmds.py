@@ -102,7 +102,7 @@ def calibrate_cmd(
                       link=link, link_repeats=repeats, quick=quick, profiles=folder or repo_profiles(),
                       profiled=tuple(p.name for p in made),
                       call_seconds=call, eager_link=eager if eager is not link else None, ring=ring, calls=calls)
-    doc = cluster_document(cal)
+    doc = cluster_document(cal, base=target.parent)
     write_json(target, doc, what="cluster file")
     print_calibration(con, cal)
     con.print(f"wrote {target}" + ("  (--cluster this-machine reads it)" if out is None else ""), highlight=False)
