@@ -32,7 +32,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("hypergraph", ("hgpart.hypergraph", "hgpart.memory", "hgpart.metrics", "hgpart.tables")),
     ("partitioners", ("hgpart.partitioners", "hgpart.formats")),
     ("placement", ("hgpart.placement",)),
-    ("simulate", ("hgpart.cluster", "hgpart.simulate", "hgpart.calibration")),
+    ("simulate", ("hgpart.cluster", "hgpart.simulate", "hgpart.calibration", "hgpart.machine_profiles")),
     ("runtime", ("hgpart.runtime",)),
     ("compare", ("hgpart.compare",)),
     ("commands", ("hgpart.commands", "hgpart.cli")),
