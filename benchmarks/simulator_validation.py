@@ -84,12 +84,22 @@ def child(model: str, size: int, batch: int, steps: int, out: Path, methods: lis
     path.write_text(json.dumps(d, indent=1))
 
 
+def _hgpart() -> str:
+    """The ``hgpart`` command of this interpreter's environment."""
+    return str(Path(sys.executable).parent / "hgpart")
+
+
+def _batches(model: str, given: str) -> list[int]:
+    """The batch sizes measured for ``model``: ``--batch-sizes``, else its default."""
+    return [int(b) for b in (given or DEFAULT_BATCHES.get(model, "16,32,64")).split(",")]
+
+
 def calibrate(out: Path, models: list[tuple[str, str]], batches: list[int]) -> Path:
     """``hgpart calibrate`` into ``OUT/cluster_this-machine.json``, with this machine's one-core profiles of every
     (model, input) at every batch size the runs use (``--profile``, into ``OUT/profiles/``), made before the runs."""
     path = out / "cluster_this-machine.json"
     prof = [a for m, size in models for a in ("--profile", f"{m}:{size}")]
-    cmd = [str(Path(sys.executable).parent / "hgpart"), "calibrate", "--out", str(path), *prof,
+    cmd = [_hgpart(), "calibrate", "--out", str(path), *prof,
            "--batch-sizes", ",".join(map(str, batches))]
     print("$", " ".join(cmd[1:]), f"# load {loadavg()}", flush=True)
     subprocess.run(cmd, check=True)
@@ -152,7 +162,7 @@ def replica_placement(out: Path, d: dict[str, Any]) -> str:
     path = out / "placements" / f"{d['model']}_{d['input_shape'][0]}" / f"replica_k{d['k']}.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [str(Path(sys.executable).parent / "hgpart"), "partition", "--model", d["spec"], "--input", shape,
+        cmd = [_hgpart(), "partition", "--model", d["spec"], "--input", shape,
                "--classes", str(d["num_classes"]), "--k", str(d["k"]), "--backend", "layerwise", "--analytic",
                "--out", str(path)]
         print("$", " ".join(cmd[1:]), flush=True)
@@ -287,15 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     loads = [loadavg()]
     t0 = time.perf_counter()
     specs = [spec.split(":") for spec in args.models.split(",")]
-    every_batch = sorted({int(b) for model, _, _ in specs
-                          for b in (args.batch_sizes or DEFAULT_BATCHES.get(model, "16,32,64")).split(",")})
+    every_batch = sorted({b for model, _, _ in specs for b in _batches(model, args.batch_sizes)})
     cluster_path = args.cluster or calibrate(args.out, [(m, size) for m, size, _ in specs], every_batch)
     if not args.skip_measure:
         for rep in args.repeats.split(","):
-            for spec in args.models.split(","):
-                model, size, steps = spec.split(":")
-                batches = args.batch_sizes or DEFAULT_BATCHES.get(model, "16,32,64")
-                for b in batches.split(","):
+            for model, size, steps in specs:
+                for b in _batches(model, args.batch_sizes):
                     print(f"measure {model} {size}x{size} B={b}, {steps} steps per strategy, repeat {rep}, load "
                           f"{loadavg()}", flush=True)
                     subprocess.run([sys.executable, __file__, "--child", f"{model}:{size}:{b}:{steps}:{rep}",

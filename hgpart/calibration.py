@@ -296,11 +296,6 @@ def cluster_document(cal: Calibration, *, base: Path | None = None) -> dict[str,
     :func:`hgpart.cluster.load_cluster` reads a relative one, so that the two can move together; any other is
     written absolute."""
     by = f"measured by `hgpart calibrate{' --quick' if cal.quick else ''}` on {cal.date}"
-    device = _device_entry(cal, by)
-    if cal.profiles is not None:
-        where = cal.profiles.resolve()
-        inside = base is not None and where.is_relative_to(base.resolve())
-        device["profiles"] = str(where.relative_to(base.resolve())) if base is not None and inside else str(where)
     doc = {
         "format": CLUSTER_FORMAT,
         "name": THIS_MACHINE,
@@ -310,7 +305,7 @@ def cluster_document(cal: Calibration, *, base: Path | None = None) -> dict[str,
                        "joined by TensorFlow's gRPC on 127.0.0.1.",
         "nodes": 1,
         "devices_per_node": cal.devices,
-        "device": device,
+        "device": _device_entry(cal, by, base),
         "links": _links_entry(cal, by),
         "sources": {"calibration": by + (" with fewer repeats (--quick): a rough figure" if cal.quick else "")},
     }
@@ -318,7 +313,7 @@ def cluster_document(cal: Calibration, *, base: Path | None = None) -> dict[str,
     return doc
 
 
-def _device_entry(cal: Calibration, by: str) -> dict[str, Any]:
+def _device_entry(cal: Calibration, by: str, base: Path | None) -> dict[str, Any]:
     """The document's ``device``: compute rate, memory, step calls and profiles, each with its source."""
     worker = f"{cal.cores_per_device}-core pinned local worker ({cal.compute.cpu_model})"
     c = cal.compute
@@ -356,7 +351,8 @@ def _device_entry(cal: Calibration, by: str) -> dict[str, Any]:
             "t = fixed + bytes / feed bandwidth over the medians, weighted to relative error. The single device's "
             "and data parallelism's steps are such calls")
     if cal.profiles is not None:
-        device["profiles"] = str(cal.profiles)
+        where, root = cal.profiles.resolve(), base.resolve() if base is not None else None
+        device["profiles"] = str(where.relative_to(root) if root and where.is_relative_to(root) else where)
         device["profile_cores"] = cal.cores_per_device
         made = (f"made by `hgpart calibrate{' --quick' if cal.quick else ''} --profile` on {cal.date}: "
                 f"{', '.join(cal.profiled)}, each as `hgpart profile --cores "
