@@ -42,6 +42,7 @@ from hgpart.runtime.data import ArrayData, Data, StepFeed, check_arrays, load_da
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import Evaluator, MeteredStep, Metrics
+from hgpart.runtime.heap import quiet_heap
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights, load_init_weights
 from hgpart.runtime.multistep import STEPS_PER_CALL, MultiStep, call_sizes, run_calls
 from hgpart.runtime.partitioned import PlacedModel
@@ -360,13 +361,14 @@ class PartitionedModel:
             bar = FitProgress(last.start + last.steps, plan.epochs, done=first.start, epoch=first.epoch)
         loop = _EpochLoop(self, step, data, plan, bar, on_step, keeper)
         try:
-            for seg in plan.segments:
-                rows = loop.run(seg)
-                hist.rows.extend(rows)
-                m = self._epoch_metrics(seg.epoch, rows, val, plan.batch_size)
-                hist.add(m)
-                if bar is not None:
-                    bar.epoch_end(m)
+            with quiet_heap():  # no full collection of the tracing's garbage in the middle of the steps
+                for seg in plan.segments:
+                    rows = loop.run(seg)
+                    hist.rows.extend(rows)
+                    m = self._epoch_metrics(seg.epoch, rows, val, plan.batch_size)
+                    hist.add(m)
+                    if bar is not None:
+                        bar.epoch_end(m)
         finally:
             if bar is not None:
                 bar.stop()

@@ -42,6 +42,7 @@ import numpy as np
 from hgpart.runtime.cluster import check, guarded
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.evaluation import MeteredStep
+from hgpart.runtime.heap import quiet_heap
 from hgpart.runtime.multistep import STEPS_PER_CALL, MultiStep, call_sizes, run_calls
 from hgpart.runtime.pipeline import run_slots, steady_rate
 from hgpart.runtime.stagepipe import run_staged
@@ -179,14 +180,14 @@ def _time_all(step: MeteredStep, ds: DeviceSet, stages: list[Any] | None, batch:
     rates: dict[str, float] = {}
     runners: dict[str, Runner] = {"graph": None}
     failed: list[str] = []
-    with restoring(step.state):
+    with restoring(step.state), quiet_heap():
         graph = guarded(ds, run_slots, [lambda i: step.run(*batch(i))[0]] * g_slots, n, lambda i: (i,),
                         images_per_task=B, fix=fix)
         rates["graph"] = steady_rate([r.end_s for r in graph], g_slots) * B
     if stages is not None:
         try:
             staged = _build_stages(step, ds, stages, batch)
-            with restoring(step.state):
+            with restoring(step.state), quiet_heap():
                 recs = guarded(ds, run_staged, staged, n, batch, images_per_task=B, window=s_slots,
                                micro=step.micro, fix=fix)
             rates["stages"], runners["stages"] = steady_rate([r.end_s for r in recs], s_slots) * B, staged
@@ -194,7 +195,7 @@ def _time_all(step: MeteredStep, ds: DeviceSet, stages: list[Any] | None, batch:
             failed.append(f"stages ({_cause(exc, ds)})")
     try:
         ms = _build_compiled(step, ds, _window(step, slots, n_st, compiled=True), steps_per_call)
-        with restoring(step.state):  # whole calls, on the driver the run uses
+        with restoring(step.state), quiet_heap():  # whole calls, on the driver the run uses
             recs = guarded(ds, run_calls, ms, -(-n // steps_per_call) * steps_per_call, batch, images_per_task=B,
                            fix=fix)
         rates["compiled"], runners["compiled"] = recs[-1].images_per_s, ms

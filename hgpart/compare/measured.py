@@ -64,6 +64,7 @@ import numpy as np
 
 from hgpart.errors import BadFileError, BadOptionError, HgpartError
 from hgpart.placement import STEPS_PER_CALL
+from hgpart.runtime.heap import quiet_heap
 from hgpart.runtime.pipeline import StepRecord
 from hgpart.runtime.strategy import STRATEGIES, Parallelism, PlacementKind, Strategy
 
@@ -405,19 +406,21 @@ def _timed(s: _Session, c: _Compiled, plan: _Plan, run: MeasuredRun, on_steps: C
         if (r.step + 1) % per == 0:
             on_steps(1)
 
-    for n in _chunks(s, plan):
-        xs, ys = _batches(s, plan, orders, done, n, c.task_batch)
-        c0, w0 = _cpu(), time.perf_counter()
-        records = c.train(xs, ys, on_step)  # guarded by _attempt
-        wall += time.perf_counter() - w0
-        cpu += _cpu() - c0
-        np.add.at(busy, [r.slot for r in records], [r.batch_s for r in records])
-        done += n
-        acc, loss = c.evaluate(*s.ev)
-        run.curve.append(CurvePoint(wall_s=wall, step=done, epoch=done / spe,
-                                    train_loss=float(np.mean([r.loss for r in records])), accuracy=acc, loss=loss))
-        if run.time_to_target_s is None and acc >= s.cmp.target:
-            run.time_to_target_s, run.epochs_to_target = wall, done / spe
+    with quiet_heap():  # no full collection of the earlier strategies' garbage inside a timed stretch
+        for n in _chunks(s, plan):
+            xs, ys = _batches(s, plan, orders, done, n, c.task_batch)
+            c0, w0 = _cpu(), time.perf_counter()
+            records = c.train(xs, ys, on_step)  # guarded by _attempt
+            wall += time.perf_counter() - w0
+            cpu += _cpu() - c0
+            np.add.at(busy, [r.slot for r in records], [r.batch_s for r in records])
+            done += n
+            acc, loss = c.evaluate(*s.ev)
+            run.curve.append(CurvePoint(wall_s=wall, step=done, epoch=done / spe,
+                                        train_loss=float(np.mean([r.loss for r in records])), accuracy=acc,
+                                        loss=loss))
+            if run.time_to_target_s is None and acc >= s.cmp.target:
+                run.time_to_target_s, run.epochs_to_target = wall, done / spe
     run.steps, run.epochs, run.train_seconds = done, done / spe, wall
     run.epoch_seconds = wall / done * spe
     run.images_per_s = done * plan.batch_size / wall
