@@ -21,8 +21,9 @@ shorter one is timed every way that applies (graph; stages; compiled), each over
 :data:`AUTO_TIMED_STEPS` steps with its batches in flight (async, see below; sync: the step's micro-batches), on
 the steps after its fill (the first window, or the first call: one-off costs of a run), and runs the way that was
 fastest: per-call costs of a few hundred microseconds weigh on a short step, so which way wins depends on the
-placement and the mode. No timing step's update is kept. If a way fails to build or run there, ``auto`` leaves it
-out and says why.
+placement and the mode. No timing step's update is kept, and no full garbage collection falls inside a timed
+way (:func:`hgpart.runtime.heap.quiet_heap`): one would idle every worker and could decide the choice. If a way
+fails to build or run there, ``auto`` leaves it out and says why.
 
 Batches in flight (async): ``slots``, or by default (``slots=None``) one per stage, at most K + 1, when steps run as
 stages (PipeDream's rule: a batch holds its place in the window from its first stage's forward to its first stage's
