@@ -1,6 +1,6 @@
 """Training steps without a full garbage collection in their midst: :func:`quiet_heap`.
 
-Why: tracing and placing a step function leaves tens to hundreds of thousands of Python objects in reference
+Why: tracing and placing a step function leaves a great many Python objects in reference
 cycles (the graphs of traced functions, their operations and shapes). Python's cyclic collector frees them in a
 full (generation 2) collection, which it starts in whichever thread happens to allocate when its counters say so,
 and which holds the GIL for as long as it walks every tracked object and deletes the dead graphs: up to seconds
