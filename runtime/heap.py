@@ -1,10 +1,11 @@
 """Training steps without a full garbage collection in their midst: :func:`quiet_heap`.
 
-Why: tracing and placing a step function leaves a great many Python objects in reference
-cycles (the graphs of traced functions, their operations and shapes). Python's cyclic collector frees them in a
+Why: tracing and placing a step function leaves many Python objects in reference cycles
+(the graphs of traced functions, their operations and shapes). Python's cyclic collector frees them in a
 full (generation 2) collection, which it starts in whichever thread happens to allocate when its counters say so,
-and which holds the GIL for as long as it walks every tracked object and deletes the dead graphs: up to seconds
-after a comparison's strategies were compiled in one process (``benchmarks/results/gc_pauses/``). When that
+and which holds the GIL for as long as it walks every tracked object and deletes the dead graphs
+(``benchmarks/results/gc_pauses/`` measures such pauses after a comparison's strategies were compiled in one
+process). When that
 thread is one of the step threads, no other thread issues a call meanwhile and every worker idles: a short timed
 run then comes out far slower than the same run without it (the asynchronous data-parallel baselines' "slow
 passes").
