@@ -5,10 +5,9 @@ Why: tracing and placing a step function leaves many Python objects in reference
 full (generation 2) collection, which it starts in whichever thread happens to allocate when its counters say so,
 and which holds the GIL for as long as it walks every tracked object and deletes the dead graphs
 (``benchmarks/results/gc_pauses/`` measures such pauses after a comparison's strategies were compiled in one
-process). When that
-thread is one of the step threads, no other thread issues a call meanwhile and every worker idles: a short timed
-run then comes out far slower than the same run without it (the asynchronous data-parallel baselines' "slow
-passes").
+process). When that thread is one of the step threads, no other thread issues a call meanwhile and every worker
+idles: a short timed run then comes out far slower than the same run without it (the asynchronous data-parallel
+baselines' "slow passes").
 
 So training collects once before its first timed step, while nothing is timed, and then freezes what survived
 (``gc.freeze``: the survivors move to a permanent generation that later collections do not walk). A collection
