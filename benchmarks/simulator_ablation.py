@@ -11,11 +11,12 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
 * ``without the whole-step floor``: a profile's layers used as measured even where they add up to less than its
   whole step (:func:`hgpart.simulate.costs.step_floor` set to 1);
 * ``model parallelism as graph``: every model-parallel run simulated as one function per step, whatever ran;
-* ``async data parallelism overlapped``: the async data-parallel workers' calls overlap
-  (``SimPipeline.STAGES``) instead of taking turns; its rows are printed one by one;
-* ``async data parallelism overlapped, its sends and updates taking turns``: the calls overlap as above, but each
-  pull, push and parameter update also holds the client, so only the workers' forward and backward overlap other
-  calls (a rule between the two above); its rows are printed one by one;
+* ``async data parallelism taking turns``: the async data-parallel workers' calls run one at a time
+  (``AsyncDataParallel.serial``, the simulator's rule until 2026-11-29) instead of overlapping; its rows are printed
+  one by one;
+* ``async data parallelism, its sends and updates taking turns``: the calls overlap, but each pull, push and
+  parameter update of an async data-parallel worker also holds the client, so only the workers' forward and
+  backward overlap other calls (a rule between the two above); its rows are printed one by one;
 * ``compiled without the 1F1B gate``: the compiled pipeline's steps overlap as far as their data allow, without
   the runtime's :class:`~hgpart.runtime.partitioned.CrossGate` (a part's cross-part read waits for its previous
   backward); its compiled async rows are printed one by one;
@@ -106,22 +107,21 @@ def main(argv: list[str]) -> int:
     lines.append(_summary(_with(lambda run, pl, cl, k: real_sim({**run, "pipeline": ""}, pl, cl, k), out, cluster),
                           "model parallelism as graph"))
 
-    def overlapped(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
-        from hgpart.simulate import SimOptions, SimPipeline, SimStrategy, simulate
+    real_adp = simrun.AsyncDataParallel
+    with mock.patch.object(simrun, "AsyncDataParallel", lambda *a, **kw: real_adp(*a, **{**kw, "serial": True})):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "async data parallelism taking turns"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
 
+    def turns(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
         if not run["method"].startswith("async-dp"):
             return real_sim(run, placement, cl, k)
-        opts = SimOptions(batch_size=run["batch_size"], strategy=SimStrategy(run["method"]), devices=k,
-                          pipeline=SimPipeline.STAGES)
-        return simulate(sv._placement(placement), cl, opts, hypergraph=sv._hypergraph(placement)).images_per_s
+        with mock.patch.object(workloads.AsyncDataParallel, "_send", _send_on_client), \
+                mock.patch.object(workloads, "_update", _update_on_client):
+            return real_sim(run, placement, cl, k)
 
-    rows = _with(overlapped, out, cluster)
-    lines.append(_summary(rows, "async data parallelism overlapped"))
-    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
-    with mock.patch.object(workloads.AsyncDataParallel, "_send", _send_on_client), \
-            mock.patch.object(workloads, "_update", _update_on_client):
-        rows = _with(overlapped, out, cluster)
-    lines.append(_summary(rows, "async data parallelism overlapped, its sends and updates taking turns"))
+    rows = _with(turns, out, cluster)
+    lines.append(_summary(rows, "async data parallelism, its sends and updates taking turns"))
     lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
     real_mp = simrun.ModelParallel
     with mock.patch.object(simrun, "ModelParallel", lambda *a, **kw: real_mp(*a, **{**kw, "gated": False})):

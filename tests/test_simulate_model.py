@@ -147,6 +147,20 @@ def test_memory_against_capacity() -> None:
     assert dp.fits and dp.memory[0].optimizer > 0 and dp.memory[1].optimizer == 0  # slots live on the server
 
 
+def test_async_data_parallel_workers_overlap_whatever_the_pipeline() -> None:
+    # the runtime calls each worker's step function from its own thread: the workers' computations overlap, so two
+    # workers beat one taking turns, and --pipeline graph (one model-parallel batch on the devices at a time) does
+    # not make them take turns
+    pl = _placement(k=2)
+    for strategy in (SimStrategy.ASYNC_DP_1PS, SimStrategy.ASYNC_DP_DPS):
+        runs = {pipe: simulate(pl, _cluster(), SimOptions(batch_size=8, strategy=strategy, pipeline=pipe))
+                for pipe in (SimPipeline.STAGES, SimPipeline.GRAPH)}
+        assert len({r.images_per_s for r in runs.values()}) == 1
+        compute = [t for t in runs[SimPipeline.GRAPH].tasks if t.kind is TaskKind.COMPUTE]
+        starts = sorted((t.start, t.end, t.device) for t in compute)
+        assert any(a[1] > b[0] and a[2] != b[2] for a, b in zip(starts, starts[1:], strict=False))
+
+
 def test_epoch_counts_whole_steps() -> None:
     pl = _placement(k=2)
     res = simulate(pl, _cluster(), SimOptions(batch_size=8, images=100, mode=Mode.SYNC))

@@ -31,7 +31,7 @@ def simulate_cmd(
                                  "stages, one with graph; sync K)"),
     pipeline: str = typer.Option("stages", "--pipeline", help="async model parallelism as the runtime runs it: "
                                  "stages (batches in flight overlap) | graph (one function per step: one batch "
-                                 "on the devices at a time; async data-parallel workers take turns) | compiled "
+                                 "on the devices at a time) | compiled "
                                  "(--steps-per-call steps per call, overlapping within a call)"),
     steps_per_call: int = typer.Option(STEPS_PER_CALL, "--steps-per-call",
                                        help="training steps per call with --pipeline compiled"),

@@ -65,11 +65,11 @@ class SimPipeline(Enum):
     call run their ops at once on each worker's inter-op threads, sharing its cores, so they advance together
     instead of as a pipeline); TensorFlow runs two calls of it one after the other on
     the workers (``benchmarks/results/step_breakdown/overlap_probe.txt``), so however many batches are queued,
-    one is on the devices at a time: the parts of one batch still overlap where its dependencies allow. The same
-    holds for the runtime's asynchronous data parallelism, whose workers' calls are multi-device functions too
-    (they read and update parameters on other devices): with ``graph`` the workers take turns. (That rule fits
-    the small models' measured runs; vgg16's async data parallelism measured faster than it allows,
-    ``benchmarks/results/simulator_validation/``.) ``compiled``: ``steps_per_call`` steps per call
+    one is on the devices at a time: the parts of one batch still overlap where its dependencies allow. The
+    runtime's asynchronous data parallelism is not one function: each worker has its own, called from its own
+    thread, and those calls overlap on the devices whatever ``pipeline`` says (the runs that once looked like
+    turn-taking were slowed by garbage collections in a step thread, ``benchmarks/results/gc_pauses/``).
+    ``compiled``: ``steps_per_call`` steps per call
     (:mod:`hgpart.runtime.multistep`): within a call its batches in flight overlap as with ``stages``; a call
     waits for the previous call's steps (the window drains at every call) and costs one call; sync micro-batches
     run one after another on each worker (a device trace of minivgg's layer-wise sync call shows the second
@@ -352,8 +352,7 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     spans = [len({w} | {o for o in range(n) if shards[o] > 0}) for w in range(n)]
     calls = [dev.call_seconds(_feed_bytes(graph, share), k) for k in spans]
     return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=dev.call_overhead,
-                                    shard_tensors=tensors, serial=opts.pipeline is SimPipeline.GRAPH,
-                                    worker_call_s=calls),
+                                    shard_tensors=tensors, worker_call_s=calls),
                   mem, n, times.source)
 
 

@@ -22,8 +22,9 @@ busy: whenever a job ends, its slot takes the next job. What a job is:
 * async DP: worker ``w`` (slot ``w``) pulls the parameters it does not hold, computes ``B / N`` samples, pushes the
   gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed). A
   pull or push moves the shard's tensors one by one, so it pays the link's latency once per tensor. With
-  ``serial`` the workers' calls run one at a time, in turn (one slot): what hgpart's runtime does, since its
-  client runs calls of multi-device functions one after the other (``SimPipeline.GRAPH``).
+  ``serial`` the workers' calls run one at a time, in turn (one slot), as a client with one step thread would run
+  them; without it (hgpart's runtime: one step thread per worker) they overlap, taking turns only for the client's
+  call.
 
 Every job is one call of a step function by the runtime's client. With ``call_s`` > 0 it starts with a
 :attr:`~hgpart.simulate.engine.TaskKind.CALL` task of that many seconds on the ``client`` resource, before any of
