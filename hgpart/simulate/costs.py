@@ -30,7 +30,8 @@ from hgpart.layergraph import LayerGraph
 from hgpart.metrics import OPTIMIZER_SLOTS
 from hgpart.profile import BACKWARD_FLOP_FACTOR, Profile
 
-__all__ = ["LayerTimes", "layer_times", "step_floor", "layer_update_seconds", "update_seconds", "UPDATE_BYTES"]
+__all__ = ["LayerTimes", "layer_times", "step_floor", "step_without_update_ms", "layer_update_seconds",
+           "update_seconds", "UPDATE_BYTES"]
 
 #: bytes read and written per parameter by one update, float32: parameter, gradient and each optimizer slot are
 #: read, parameter and slots written (sgd 3 x 4, momentum 5 x 4, adam 7 x 4)
@@ -94,16 +95,25 @@ def step_floor(prof: Profile, device: DeviceSpec) -> float:
     scaled up by the same factor. Where they add up to more (small layers, whose fixed per-op cost the whole
     step's graph amortises), they are kept: the runtime's step, dispatched op by op on a worker, measured close
     to their sum (``benchmarks/results/simulator_validation/``)."""
-    q = prof.quality
     layers = sum(c.forward_ms + c.backward_ms for c in prof.layers)
-    if q is None or not q.step_ms or layers <= 0:
+    step = step_without_update_ms(prof, device)
+    if step is None or layers <= 0:
         return 1.0
+    return max(1.0, step / layers)
+
+
+def step_without_update_ms(prof: Profile, device: DeviceSpec) -> float | None:
+    """A profile's whole training step less its SGD update, in ms (None: the profile has no whole step): what its
+    layers' forward and backward passes take together in one graph (see :func:`step_floor`)."""
+    q = prof.quality
+    if q is None or not q.step_ms:
+        return None
     sgd = UPDATE_BYTES["sgd"]
     if any(c.update_ms is not None for c in prof.layers):
         update_ms = sum(c.update_ms or 0.0 for c in prof.layers) * sgd / UPDATE_BYTES["adam"]
     else:
         update_ms = 1000.0 * update_seconds(sum(c.params for c in prof.layers), device, "sgd")
-    return max(1.0, (q.step_ms - update_ms) / layers)
+    return q.step_ms - update_ms
 
 
 def _matching_profile(graph: LayerGraph, folder: Path, batch: int, *, cores: int | None = None) -> Profile | None:
