@@ -339,7 +339,7 @@ def test_a_profiles_layers_are_lifted_to_its_own_whole_step_never_lowered(tmp_pa
     are kept as measured. The SGD update is the profile's Adam updates scaled to SGD's bytes, or the parameters
     through the memory bandwidth where the profile has no update."""
     from hgpart.profile import LayerCost, Profile, ProfileQuality
-    from hgpart.simulate.costs import UPDATE_BYTES
+    from hgpart.simulate.costs import UPDATE_BYTES, step_without_update_ms
 
     graph = toy_network()
     costs = [LayerCost(layer.name, 1.0 + i, 3.0 + 2 * i, layer.flops, layer.params, 0,
@@ -356,6 +356,8 @@ def test_a_profiles_layers_are_lifted_to_its_own_whole_step_never_lowered(tmp_pa
     Profile(graph.name, graph.input_shape, 8, "measured", graph.fingerprint(), costs,
             quality=ProfileQuality(step_ms=None if step is None else step * layers_ms + sgd_ms)
             ).save(tmp_path / "p.json")
+    rest = step_without_update_ms(Profile.load(tmp_path / "p.json"), cluster.device)
+    assert rest is None if step is None else rest == pytest.approx(step * layers_ms, rel=1e-9)
     times = layer_times(graph, cluster.device, batch=8)
     assert times.total() == pytest.approx(factor * layers_ms / 1000.0, rel=1e-9)
     assert times.backward["conv1"] == pytest.approx(factor * costs[1].backward_ms / 1000.0, rel=1e-9)
