@@ -68,7 +68,9 @@ class SimPipeline(Enum):
     one is on the devices at a time: the parts of one batch still overlap where its dependencies allow. The
     runtime's asynchronous data parallelism is not one function: each worker has its own, called from its own
     thread, and those calls overlap on the devices whatever ``pipeline`` says (the runs that once looked like
-    turn-taking were slowed by garbage collections in a step thread, ``benchmarks/results/gc_pauses/``).
+    turn-taking were slowed by garbage collections in a step thread, ``benchmarks/results/gc_pauses/``). On small
+    models they overlap only in part: each call has a serial part that is not modelled, so their async data
+    parallelism is predicted too fast (``benchmarks/results/simulator_validation/2026-11-29-epyc/``).
     ``compiled``: ``steps_per_call`` steps per call
     (:mod:`hgpart.runtime.multistep`): within a call its batches in flight overlap as with ``stages``; a call
     waits for the previous call's steps (the window drains at every call) and costs one call; sync micro-batches
