@@ -114,14 +114,14 @@ def _down_to_step(real: Callable[..., Any]) -> Callable[..., Any]:
 
     def layer_times(graph: Any, device: Any, *, batch: int) -> Any:
         t = real(graph, device, batch=batch)
-        prof = (costs._matching_profile(graph, device.profiles, batch, cores=device.profile_cores)
-                if device.profiles is not None else None)
+        if device.profiles is None:
+            return t
+        prof = costs._matching_profile(graph, device.profiles, batch, cores=device.profile_cores)
         target = costs.step_without_update_ms(prof, device) if prof is not None else None
-        layers = sum(c.forward_ms + c.backward_ms for c in prof.layers) if prof is not None else 0.0
-        if prof is None or target is None or layers <= target:
+        if prof is None or target is None or prof.layer_sum_ms <= target:
             return t
         ms = _shave({**{("f", c.name): c.forward_ms for c in prof.layers},
-                     **{("b", c.name): c.backward_ms for c in prof.layers}}, layers - target)
+                     **{("b", c.name): c.backward_ms for c in prof.layers}}, prof.layer_sum_ms - target)
         scale = batch / prof.batch_size / 1000.0
         return costs.LayerTimes({c.name: ms[("f", c.name)] * scale for c in prof.layers},
                                 {c.name: ms[("b", c.name)] * scale for c in prof.layers}, batch,

@@ -95,7 +95,7 @@ def step_floor(prof: Profile, device: DeviceSpec) -> float:
     scaled up by the same factor. Where they add up to more (small layers, whose fixed per-op cost the whole
     step's graph amortises), they are kept: the runtime's step, dispatched op by op on a worker, measured close
     to their sum (``benchmarks/results/simulator_validation/``)."""
-    layers = sum(c.forward_ms + c.backward_ms for c in prof.layers)
+    layers = prof.layer_sum_ms
     step = step_without_update_ms(prof, device)
     if step is None or layers <= 0:
         return 1.0
