@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from hgpart.cluster import CLUSTER_FORMAT, GIB, THIS_MACHINE, RingCost, cluster_from_dict
+from hgpart.cluster import CLUSTER_FORMAT, GIB, THIS_MACHINE, ClientCpuCost, RingCost, cluster_from_dict
 from hgpart.errors import HgpartError
 from hgpart.fileio import read_json
 from hgpart.profile import BACKWARD_FLOP_FACTOR
@@ -286,6 +286,8 @@ class Calibration:
     ring: RingFit | None = None  # the runtime's ring all-reduce over the workers (None: not measured)
     #: by devices spanned, the fit of a step call's wall time to the bytes fed from the client (empty: not measured)
     calls: dict[int, LinkFit] = field(default_factory=dict)
+    #: the client's CPU per step call of each profiled model (``hgpart calibrate --profile``; empty: not measured)
+    client_cpu: tuple[ClientCpuCost, ...] = ()
     date: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 
@@ -350,6 +352,15 @@ def _device_entry(cal: Calibration, by: str, base: Path | None) -> dict[str, Any
             f"returned to the client (runtime.linkbench.step_call), feeds of {sizes}; least squares fit of "
             "t = fixed + bytes / feed bandwidth over the medians, weighted to relative error. The single device's "
             "and data parallelism's steps are such calls")
+    if cal.client_cpu:
+        device["client_cpu"] = [{"model": c.model, "input": list(c.input_shape), "batch_size": c.batch_size,
+                                 "step_us": c.step * 1e6, "async_call_us": c.async_call * 1e6}
+                                for c in cal.client_cpu]
+        device["sources"]["client_cpu"] = (
+            f"{by}: the client process's CPU time (time.process_time, every thread) per call of each profiled "
+            "model's own step functions on the local workers (runtime.clientbench): the single device's step of "
+            "batch_size images on worker 0 and async-dp-1ps's workers' steps of batch_size / 2, the median of "
+            "the calls after two that trace and place them. The client runs on the workers' cores")
     if cal.profiles is not None:
         where, root = cal.profiles.resolve(), base.resolve() if base is not None else None
         device["profiles"] = str(where.relative_to(root) if root and where.is_relative_to(root) else where)

@@ -24,7 +24,9 @@ because only a measurement of the machine at hand can describe it.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -34,8 +36,8 @@ from hgpart.errors import BadFileError, BadOptionError
 from hgpart.fileio import read_json
 from hgpart.schemas import load_schema, schema_validator
 
-__all__ = ["CLUSTER_FORMAT", "GIB", "PRESETS", "Cluster", "DeviceSpec", "Link", "PortOwner", "Route", "load_cluster",
-           "preset_path", "cluster_schema", "THIS_MACHINE", "this_machine_path"]
+__all__ = ["CLUSTER_FORMAT", "GIB", "PRESETS", "ClientCpuCost", "Cluster", "DeviceSpec", "Link", "PortOwner",
+           "Route", "load_cluster", "preset_path", "cluster_schema", "THIS_MACHINE", "this_machine_path"]
 
 CLUSTER_FORMAT = "hgpart.cluster/1"
 DATA = Path(__file__).resolve().parent / "data"
@@ -78,6 +80,19 @@ class CallCost:
 
 
 @dataclass(frozen=True)
+class ClientCpuCost:
+    """The runtime client's CPU seconds per step call of one model at one batch size, where the client runs on the
+    devices' own cores (local workers): the single device's step of ``batch_size`` images (also the cost of a
+    sync data-parallel step), and an async data-parallel worker's of ``batch_size / 2``."""
+
+    model: str
+    input_shape: tuple[int, ...]
+    batch_size: int
+    step: float  # s
+    async_call: float  # s
+
+
+@dataclass(frozen=True)
 class DeviceSpec:
     """One device kind: compute rate, memory capacity and memory bandwidth (optimizer updates)."""
 
@@ -92,6 +107,16 @@ class DeviceSpec:
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     #: measured step calls that feed from the client, by devices spanned (empty: ``call_overhead`` for every call)
     step_calls: tuple[CallCost, ...] = ()
+    #: measured client CPU per step call, by model and batch size (empty: the client has cores of its own)
+    client_cpu: tuple[ClientCpuCost, ...] = ()
+
+    def client_seconds(self, model: str, input_shape: Sequence[int], batch: int) -> ClientCpuCost | None:
+        """The measured client CPU of ``model`` at ``input_shape`` and the batch size nearest ``batch`` (by ratio),
+        or ``None`` when the cluster has none for this model."""
+        mine = [c for c in self.client_cpu if c.model == model and c.input_shape == tuple(input_shape)]
+        if not mine:
+            return None
+        return min(mine, key=lambda c: (abs(math.log(c.batch_size / batch)), c.batch_size))
 
     def call_seconds(self, nbytes: float, devices: int) -> float:
         """Wall seconds of a step call that feeds ``nbytes`` from the client to ``devices`` devices: the measured
@@ -265,7 +290,11 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                         call_overhead=float(dev.get("call_overhead_us", 0.0)) * 1e-6,
                         sources=dict(dev.get("sources", {})),
                         step_calls=tuple(CallCost(int(c["devices"]), float(c["fixed_us"]) * 1e-6,
-                                                  float(c["feed_GBps"]) * 1e9) for c in dev.get("step_calls", ())))
+                                                  float(c["feed_GBps"]) * 1e9) for c in dev.get("step_calls", ())),
+                        client_cpu=tuple(ClientCpuCost(str(c["model"]), tuple(int(v) for v in c["input"]),
+                                                   int(c["batch_size"]), float(c["step_us"]) * 1e-6,
+                                                   float(c["async_call_us"]) * 1e-6)
+                                         for c in dev.get("client_cpu", ())))
     links = d["links"]
     intra = _link(links.get("intra_node"), PortOwner.DEVICE)
     inter = _link(links.get("inter_node"), PortOwner.NODE)

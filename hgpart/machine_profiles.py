@@ -73,10 +73,13 @@ def profile_requests(specs: Sequence[str], batch_sizes: Sequence[int]) -> list[P
 
 
 def make_profiles(requests: Sequence[ProfileRequest], *, cores: int, folder: Path, quick: bool,
-                  report: Callable[[str], None]) -> list[Path]:
+                  report: Callable[[str], None],
+                  built: list[tuple[str, tuple[int, ...], ProfileRequest]] | None = None) -> list[Path]:
     """Profile every request at each batch size into ``folder`` (``<model>_<input>_b<B>_c<cores>.json``), in this
     process, which must already be pinned to ``cores`` cores (:func:`hgpart.calibration.compute_rate` pins it).
-    ``quick``: 2 to 3 sampling rounds instead of ``hgpart profile``'s 5 to 45. Reports one line per file."""
+    ``quick``: 2 to 3 sampling rounds instead of ``hgpart profile``'s 5 to 45. Reports one line per file.
+    ``built``: if given, each request is appended to it with its model's name and input shape, for the client
+    benchmark that follows in ``hgpart calibrate``."""
     from hgpart.frontend import layer_graph_from_keras
     from hgpart.models import load_keras_model, model_name
     from hgpart.profiler import measure_profile, options_from
@@ -87,6 +90,8 @@ def make_profiles(requests: Sequence[ProfileRequest], *, cores: int, folder: Pat
     for req in requests:
         model = load_keras_model(req.spec, input_shape=req.input_shape)
         graph = layer_graph_from_keras(model, name=model_name(req.spec))
+        if built is not None:
+            built.append((graph.name, tuple(int(v) for v in graph.input_shape), req))
         for b in req.batch_sizes:
             started = time.perf_counter()
             prof = measure_profile(model, graph, batch_size=b, options=opts, progress=False)

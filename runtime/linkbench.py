@@ -44,9 +44,10 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from hgpart.runtime.clientbench import ClientCpu, ClientModel, client_cpu_seconds
 from hgpart.runtime.cluster import guarded, open_local
 from hgpart.runtime.dataparallel import ring_allreduce
 
@@ -70,6 +71,8 @@ class LinkSamples:
     ring: dict[tuple[int, int], list[float]] | None = None
     #: per (devices spanned, bytes fed), per repeat: wall seconds of a data-parallel-shaped step call
     calls: dict[tuple[int, int], list[float]] | None = None
+    #: per (model, input shape, batch size): the client's CPU per step call (:mod:`hgpart.runtime.clientbench`)
+    client: dict[tuple[str, tuple[int, ...], int], ClientCpu] | None = None
 
     @property
     def call(self) -> float:
@@ -81,9 +84,11 @@ class LinkSamples:
 
 
 def measure_local_link(sizes: Sequence[int], *, repeats: int, cores: Sequence[int],
-                       cores_per_worker: int = 1, ring_points: Sequence[tuple[int, int]] = ()) -> LinkSamples:
+                       cores_per_worker: int = 1, ring_points: Sequence[tuple[int, int]] = (),
+                       client_models: Sequence[ClientModel] = ()) -> LinkSamples:
     """Start two local workers of ``cores_per_worker`` cores each (from ``cores``) and time copies between them,
-    and the ring all-reduce of each (parameters, tensors) in ``ring_points``."""
+    the ring all-reduce of each (parameters, tensors) in ``ring_points``, and the client's CPU per step call of each
+    of ``client_models`` (:mod:`hgpart.runtime.clientbench`), all in one session of the workers."""
     if repeats < 1 or not sizes or min(sizes) < 4:
         raise HgpartError(f"need repeats >= 1 and sizes >= 4 bytes (got {repeats}, {list(sizes)})",
                           where="link benchmark")
@@ -92,9 +97,14 @@ def measure_local_link(sizes: Sequence[int], *, repeats: int, cores: Sequence[in
                           f"{len(cores)} are usable", where="link benchmark", fix="use fewer cores per worker")
     chosen = list(cores)[: 2 * cores_per_worker]
     with open_local(2, cores=chosen) as ds:
-        return guarded(ds, _measure, ds.devices[0], ds.devices[1], ds.host, list(sizes), repeats,
-                       tuple((tuple(chosen[:cores_per_worker]), tuple(chosen[cores_per_worker:]))),
-                       list(ring_points), timeout=_TIMEOUT_S)
+        samples = guarded(ds, _measure, ds.devices[0], ds.devices[1], ds.host, list(sizes), repeats,
+                          tuple((tuple(chosen[:cores_per_worker]), tuple(chosen[cores_per_worker:]))),
+                          list(ring_points), timeout=_TIMEOUT_S)
+        if client_models:
+            got = guarded(ds, client_cpu_seconds, ds, list(client_models), repeats=max(3, repeats // 3),
+                          timeout=_TIMEOUT_S * len(client_models))
+            samples = replace(samples, client=got)
+        return samples
 
 
 def _measure(src: str, dst: str, host: str, sizes: list[int], repeats: int,

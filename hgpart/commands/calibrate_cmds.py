@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from functools import partial
 from pathlib import Path
 
 import typer
@@ -29,12 +30,13 @@ from hgpart.calibration import (
     memory_bandwidth,
     repo_profiles,
 )
-from hgpart.cluster import GIB, this_machine_path
+from hgpart.cluster import GIB, ClientCpuCost, this_machine_path
 from hgpart.commands import app
 from hgpart.commands.compare_cmds import parse_int_list
 from hgpart.errors import BadOptionError
 from hgpart.fileio import check_outputs, write_json
-from hgpart.machine_profiles import make_profiles, profile_requests
+from hgpart.machine_profiles import ProfileRequest, make_profiles, profile_requests
+from hgpart.models import load_keras_model
 
 __all__ = ["calibrate_cmd", "print_calibration", "note_foreign_profiles"]
 
@@ -69,22 +71,28 @@ def calibrate_cmd(
     mem_bw, copy_bytes = memory_bandwidth(quick=quick)
     rate = compute_rate(cores=cores, quick=quick)  # pins this process: before TensorFlow starts anything else
     made: list[Path] = []
+    models: list[tuple[str, tuple[int, ...], ProfileRequest]] = []
     if folder is not None:  # while pinned as a worker, as `hgpart profile --cores N` pins itself
         made = make_profiles(requests, cores=cores, folder=folder, quick=quick,
-                             report=lambda line: con.print(line, highlight=False))
+                             report=lambda line: con.print(line, highlight=False), built=models)
     os.sched_setaffinity(0, set(usable))  # the client of the link benchmark runs unpinned, as in training
     link: LinkFit | None = None
     eager: LinkFit | None = None
     call: float | None = None
     ring: RingFit | None = None
     calls: dict[int, LinkFit] = {}
+    client: tuple[ClientCpuCost, ...] = ()
     repeats = 3 if quick else 15
     if devices >= 2:
+        from hgpart.runtime.clientbench import ClientModel
         from hgpart.runtime.linkbench import measure_local_link
 
         points = QUICK_RING_POINTS if quick else RING_POINTS
         samples = measure_local_link(QUICK_LINK_SIZES if quick else LINK_SIZES, repeats=repeats, cores=usable,
-                                     cores_per_worker=cores, ring_points=points)
+                                     cores_per_worker=cores, ring_points=points,
+                                     client_models=[ClientModel(name, shape, partial(load_keras_model, req.spec,
+                                                                                     input_shape=req.input_shape),
+                                                                req.batch_sizes) for name, shape, req in models])
         sizes = sorted(samples.seconds)
         eager = fit_link(sizes, [statistics.median(samples.seconds[s]) for s in sizes])
         hops = samples.hops or {}
@@ -92,6 +100,8 @@ def calibrate_cmd(
         link = fit_link(sorted(hops), [statistics.median(hops[s]) for s in sorted(hops)]) if hops else eager
         call = samples.call
         calls = fit_step_calls(samples.calls or {})
+        client = tuple(ClientCpuCost(name, shape, b, c.step, c.async_call)
+                       for (name, shape, b), c in sorted((samples.client or {}).items()))
         if samples.ring:
             ring = fit_ring([(4 * p, n) for p, n in samples.ring], [statistics.median(v) for v in
                                                                    samples.ring.values()], replicas=2)
@@ -101,7 +111,8 @@ def calibrate_cmd(
                       memory_bytes=machine_memory_bytes(), memory_bandwidth=mem_bw, memory_copy_bytes=copy_bytes,
                       link=link, link_repeats=repeats, quick=quick, profiles=folder or repo_profiles(),
                       profiled=tuple(p.name for p in made),
-                      call_seconds=call, eager_link=eager if eager is not link else None, ring=ring, calls=calls)
+                      call_seconds=call, eager_link=eager if eager is not link else None, ring=ring, calls=calls,
+                      client_cpu=client)
     doc = cluster_document(cal, base=target.parent)
     write_json(target, doc, what="cluster file")
     print_calibration(con, cal)
@@ -157,6 +168,10 @@ def print_calibration(con: Console, cal: Calibration) -> None:
         tab.add_row(f"step call, {k} device(s)", f"{f.latency * 1e3:.2f} ms + bytes / {f.bandwidth / 1e9:.3f} GB/s",
                     f"the input fed from the client and split over {k} worker(s), {len(f.sizes)} sizes "
                     f"{human_bytes(f.sizes[0])} .. {human_bytes(f.sizes[-1])}")
+    for cc in cal.client_cpu:
+        tab.add_row(f"client CPU, {cc.model} {'x'.join(map(str, cc.input_shape))} B={cc.batch_size}",
+                    f"{cc.step * 1e3:.2f} ms a step, {cc.async_call * 1e3:.2f} ms an async call",
+                    "the client process's CPU per call of the model's own step functions on the workers")
     if cal.call_seconds is not None:
         tab.add_row("step call", f"{cal.call_seconds * 1e3:.2f} ms",
                     "one call of a trivial compiled function on worker 0, fed and fetched by the client")

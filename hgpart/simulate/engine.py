@@ -11,10 +11,11 @@ Usage::
 
 A task becomes ready when its last dependency ends. It starts as soon as every resource it names is free, holding
 all of them for its whole duration (a device runs one task at a time; a transfer holds the sender's out-port and the
-receiver's in-port together). Among ready tasks the engine starts them in the order they became ready, ties broken
-by batch (older first) and then by the order they were added; a task whose resources are busy does not hold back a
-later one whose resources are free. Times are exact sums of durations (no rounding), so a schedule computed by hand
-is reproduced to the last bit.
+receiver's in-port together). A task may also name alternatives (``any_of``): it then holds, besides, the first of
+them that is free, as the client's CPU work takes whichever core is free. Among ready tasks the engine starts them in
+the order they became ready, ties broken by batch (older first) and then by the order they were added; a task whose
+resources are busy does not hold back a later one whose resources are free. Times are exact sums of durations (no
+rounding), so a schedule computed by hand is reproduced to the last bit.
 
 The engine is a heap of finishing times and a sorted ready list: small, deterministic, and able to hold several
 ports at once, which a transfer needs; the simulated workloads are a few thousand tasks.
@@ -39,6 +40,7 @@ class TaskKind(Enum):
     UPDATE = "update"  # an optimizer update on a device
     SEND = "send"  # a transfer from ``device`` to ``peer`` on the ports of their route
     CALL = "call"  # the runtime's client starting one step call (feed in, loss back); holds the client
+    CLIENT = "client"  # the client's CPU work for a call, on whichever of the cores it may use is free
     MARK = "mark"  # a zero-length join point (end of a step); holds nothing
 
 
@@ -59,6 +61,9 @@ class Task:
     end: float = math.nan
     ready: float = math.nan
     waited_for: int = -1  # the task whose end released the resource this one waited for (-1: none)
+    #: (resource, device) pairs: the task also holds the first of them that is free when it starts, and takes that
+    #: device as its own (empty: only ``resources``)
+    any_of: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -122,6 +127,12 @@ class Engine:
             task = self.tasks[tid]
             if any(r in self._busy for r in task.resources):
                 continue
+            if task.any_of:
+                free = next(((r, d) for r, d in task.any_of if r not in self._busy and r not in task.resources),
+                            None)
+                if free is None:
+                    continue
+                task.resources, task.device, task.any_of = (*task.resources, free[0]), free[1], ()
             for r in task.resources:
                 self._busy[r] = tid
             task.start = self.now

@@ -40,6 +40,7 @@ from hgpart.simulate.mpgraph import MPTemplate, mp_template
 from hgpart.simulate.timeline import DeviceTime, PathStep, chrome_trace, critical_path, device_times
 from hgpart.simulate.workloads import (
     AsyncDataParallel,
+    ClientWork,
     JobRun,
     Mode,
     ModelParallel,
@@ -337,15 +338,18 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     per_layer = layer_update_seconds(graph, times, cluster.device, opts.optimizer)
     full_update = sum(per_layer.values())
     dev = cluster.device
+    client = _client_work(cluster, graph, batch, n)
     if opts.strategy is SimStrategy.SINGLE:
         per_call = _per_call(opts)  # the compiled pipeline's calls read their batches on the worker
         call = dev.call_seconds(_feed_bytes(graph, batch), 1) if per_call == 0 else dev.call_overhead
-        return _Built(SingleDevice(fwd, bwd, full_update, batch, where, call_s=call, steps_per_call=per_call),
+        return _Built(SingleDevice(fwd, bwd, full_update, batch, where, call_s=call, steps_per_call=per_call,
+                                   client=client if per_call == 0 else None),
                       [DeviceMemory.of(0, rep, cap)], 1, times.source)
     if opts.strategy is SimStrategy.SYNC_DP:
         wl = RingDataParallel(n, fwd, bwd, full_update, params * DTYPE_BYTES, batch, where,
                               call_s=dev.call_seconds(_feed_bytes(graph, batch), n),
-                              allreduce_s=_measured_allreduce(cluster, n, params * DTYPE_BYTES, _tensors(graph)))
+                              allreduce_s=_measured_allreduce(cluster, n, params * DTYPE_BYTES, _tensors(graph)),
+                              client=client)
         return _Built(wl, [DeviceMemory.of(d, rep, cap) for d in range(n)], 1, times.source)
     shards, ups, tensors = _shards(graph, n, opts.strategy, per_layer)
     slots = Optimizer.parse(opts.optimizer).slots
@@ -354,8 +358,19 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     spans = [len({w} | {o for o in range(n) if shards[o] > 0}) for w in range(n)]
     calls = [dev.call_seconds(_feed_bytes(graph, share), k) for k in spans]
     return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=dev.call_overhead,
-                                    shard_tensors=tensors, worker_call_s=calls),
+                                    shard_tensors=tensors, worker_call_s=calls, client=client),
                   mem, n, times.source)
+
+
+def _client_work(cluster: Cluster, graph: LayerGraph, batch: int, used: int) -> ClientWork | None:
+    """The client's CPU work per call where the cluster measured it for this model (local workers, whose client
+    runs on their cores), on the cores of node 0: the ``used`` devices' and the node's others as spare cores."""
+    got = cluster.device.client_seconds(graph.name, graph.input_shape, batch)
+    if got is None:
+        return None
+    where = ClusterDevices(cluster)
+    cores = tuple((where.compute(d), d if d < used else -1) for d in range(cluster.devices_per_node))
+    return ClientWork(got.step, got.async_call, cores)
 
 
 def _feed_bytes(graph: LayerGraph, batch: int) -> int:

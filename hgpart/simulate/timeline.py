@@ -33,8 +33,8 @@ __all__ = ["DeviceTime", "PathStep", "device_times", "critical_path", "chrome_tr
 
 @dataclass(frozen=True)
 class DeviceTime:
-    """Seconds over the simulated run: computing, updating, transferring (sending or receiving), idle (neither
-    computing nor updating)."""
+    """Seconds over the simulated run: computing, updating, running the client's work, transferring (sending or
+    receiving), idle (none of the first three)."""
 
     device: int
     compute_s: float
@@ -42,11 +42,12 @@ class DeviceTime:
     comm_s: float
     idle_s: float
     span_s: float
+    client_s: float = 0.0  # the runtime client's CPU work that ran on this device's core
 
     @property
     def busy(self) -> float:
-        """Fraction of the run the device computed or updated."""
-        return (self.compute_s + self.update_s) / self.span_s if self.span_s > 0 else 0.0
+        """Fraction of the run the device computed, updated or ran the client's work."""
+        return (self.compute_s + self.update_s + self.client_s) / self.span_s if self.span_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {**asdict(self), "busy": self.busy}
@@ -79,21 +80,26 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 
 def device_times(tasks: Sequence[Task], n_devices: int) -> list[DeviceTime]:
-    """Per device: compute, update and transfer seconds and idle time over [0, last end]."""
+    """Per device: compute, update, client and transfer seconds and idle time over [0, last end]. Client work on a
+    core that is not one of the ``n_devices`` (a spare core of the node) is left out."""
     span = max((t.end for t in tasks), default=0.0)
     comp = np.zeros(n_devices)
     upd = np.zeros(n_devices)
+    cli = np.zeros(n_devices)
     comm: list[list[tuple[float, float]]] = [[] for _ in range(n_devices)]
     for t in tasks:
         if t.kind is TaskKind.COMPUTE:
             comp[t.device] += t.end - t.start
         elif t.kind is TaskKind.UPDATE:
             upd[t.device] += t.end - t.start
+        elif t.kind is TaskKind.CLIENT:
+            if 0 <= t.device < n_devices:
+                cli[t.device] += t.end - t.start
         elif t.kind is TaskKind.SEND:
             comm[t.device].append((t.start, t.end))
             comm[t.peer].append((t.start, t.end))
-    return [DeviceTime(d, float(comp[d]), float(upd[d]), _union(comm[d]), float(span - comp[d] - upd[d]), span)
-            for d in range(n_devices)]
+    return [DeviceTime(d, float(comp[d]), float(upd[d]), _union(comm[d]), float(span - comp[d] - upd[d] - cli[d]),
+                       span, float(cli[d])) for d in range(n_devices)]
 
 
 def critical_path(tasks: Sequence[Task]) -> list[PathStep]:
@@ -127,7 +133,7 @@ def chrome_trace(tasks: Sequence[Task], devices: Sequence[str], times: Sequence[
         for tid, row in enumerate(rows):
             out.append({"ph": "M", "pid": p, "tid": tid, "name": "thread_name", "args": {"name": row}})
     for t in sorted(tasks, key=lambda t: t.start):
-        if t.kind is TaskKind.MARK or t.end <= t.start:
+        if t.kind is TaskKind.MARK or t.end <= t.start or not 0 <= t.device < len(devices):
             continue
         span = {"name": t.name, "cat": t.kind.value, "ts": t.start * 1e6, "dur": (t.end - t.start) * 1e6,
                 "args": {"type": t.kind.value, "batch": t.batch, **({"bytes": t.nbytes} if t.nbytes else {})}}

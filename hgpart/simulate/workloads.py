@@ -42,8 +42,8 @@ from typing import Protocol
 from hgpart.simulate.engine import Engine, Task, TaskKind
 from hgpart.simulate.mpgraph import MPTemplate, add_batch
 
-__all__ = ["Mode", "Devices", "Workload", "JobRun", "run_jobs", "ModelParallel", "SingleDevice", "RingDataParallel",
-           "AsyncDataParallel", "greedy_shards", "ring_allreduce"]
+__all__ = ["ClientWork", "Mode", "Devices", "Workload", "JobRun", "run_jobs", "ModelParallel", "SingleDevice",
+           "RingDataParallel", "AsyncDataParallel", "greedy_shards", "ring_allreduce"]
 
 
 class Mode(Enum):
@@ -130,6 +130,25 @@ def _mark(eng: Engine, name: str, job: int, deps: Sequence[int]) -> int:
 
 #: the resource every step call holds while the client starts it
 CLIENT = "client"
+
+
+@dataclass(frozen=True)
+class ClientWork:
+    """The client's CPU seconds per call where the client runs on the devices' own cores (local workers), and the
+    cores it may run on: (resource, device) of each core of its node, a device of -1 for a core the workload does
+    not use. Each call's work takes whichever of them is free first, preferring an unused core and leaving the
+    calling device's own for last, as an idle core takes it on a real machine."""
+
+    step_s: float  # per call of a single device or sync data-parallel step
+    async_call_s: float  # per call of an async data-parallel worker
+    cores: tuple[tuple[str, int], ...]
+
+    def add(self, eng: Engine, name: str, seconds: float, own: int, job: int, deps: Sequence[int]) -> None:
+        """Add the client's work of one call of device ``own``'s step, ready when the call is."""
+        if seconds <= 0 or not self.cores:
+            return
+        order = sorted(self.cores, key=lambda c: (c[1] >= 0, c[1] == own))
+        eng.add(Task(name, TaskKind.CLIENT, seconds, device=own, batch=job, deps=tuple(deps), any_of=tuple(order)))
 
 
 def _call(eng: Engine, name: str, seconds: float, device: int, job: int, deps: Sequence[int] = ()) -> tuple[int, ...]:
@@ -276,10 +295,13 @@ class SingleDevice:
     call_s: float = 0.0
     #: the runtime's compiled pipeline: one call per ``steps_per_call`` steps (0: one per step)
     steps_per_call: int = 0
+    client: ClientWork | None = None  # the client's CPU work per call, where it shares the devices' cores
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         res = self.where.compute(0)
         first = self.steps_per_call <= 0 or job % self.steps_per_call == 0
+        if self.client is not None and first:
+            self.client.add(eng, f"client b{job}", self.client.step_s, 0, job, ())
         after = _call(eng, f"call b{job}", self.call_s if first else 0.0, 0, job)
         f = eng.add(Task(f"fwd b{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=0, batch=job, deps=after))
         b = eng.add(Task(f"bwd b{job}", TaskKind.COMPUTE, self.backward_s, (res,), device=0, batch=job, deps=(f,)))
@@ -301,10 +323,13 @@ class RingDataParallel:
     call_s: float = 0.0
     #: seconds of the whole all-reduce where the cluster measured it (None: the ring's transfers, one by one)
     allreduce_s: float | None = None
+    client: ClientWork | None = None  # the client's CPU work per call, where it shares the devices' cores
 
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         n = self.n
         back = []
+        if self.client is not None:
+            self.client.add(eng, f"client b{job}", self.client.step_s, 0, job, ())
         after = _call(eng, f"call b{job}", self.call_s, 0, job)
         for i in range(n):
             res = self.where.compute(i)
@@ -353,6 +378,7 @@ class AsyncDataParallel:
     shard_tensors: Sequence[int] = ()
     #: seconds of each worker's call, where they differ (empty: ``call_s`` for every worker)
     worker_call_s: Sequence[float] = ()
+    client: ClientWork | None = None  # the client's CPU work per call, where it shares the devices' cores
 
     @property
     def slots(self) -> int:
@@ -361,6 +387,8 @@ class AsyncDataParallel:
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         w = job % self.n if self.serial else slot
         res = self.where.compute(w)
+        if self.client is not None:
+            self.client.add(eng, f"client w{w} j{job}", self.client.async_call_s, w, job, ())
         after = _call(eng, f"call w{w} j{job}", self.worker_call_s[w] if self.worker_call_s else self.call_s, w, job)
         owners = [o for o in range(self.n) if self.shard_params[o] > 0]
         pulls = [self._send(eng, f"pull p{o}->w{w} j{job}", o, w, o, job, after) for o in owners if o != w]
