@@ -26,7 +26,7 @@ from hgpart.calibration import (
     foreign_profiles,
 )
 from hgpart.cli import main
-from hgpart.cluster import THIS_MACHINE, PortOwner, cluster_from_dict, load_cluster, this_machine_path
+from hgpart.cluster import THIS_MACHINE, ClientCpuCost, PortOwner, cluster_from_dict, load_cluster, this_machine_path
 from hgpart.commands.calibrate_cmds import note_foreign_profiles
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.hypergraph import build_hypergraph
@@ -156,6 +156,23 @@ def test_the_ring_fit_recovers_a_known_all_reduce_and_the_document_carries_it_an
     assert "step_call" in doc["device"]["sources"]["step_calls"]
 
 
+def test_the_client_cpu_per_call_goes_into_the_document_and_the_nearest_batch_is_used() -> None:
+    costs = (ClientCpuCost("minivgg", (32, 32, 3), 16, 3e-3, 6e-3), ClientCpuCost("minivgg", (32, 32, 3), 64, 5e-3,
+                                                                                  7e-3))
+    doc = cluster_document(dataclasses.replace(_calibration(None, devices=1), client_cpu=costs))
+    dev = cluster_from_dict(doc).device
+    assert [(k.model, k.input_shape, k.batch_size) for k in dev.client_cpu] == [(k.model, k.input_shape, k.batch_size)
+                                                                               for k in costs]
+    assert [v for k in dev.client_cpu for v in (k.step, k.async_call)] == pytest.approx([3e-3, 6e-3, 5e-3, 7e-3])
+    assert "process_time" in doc["device"]["sources"]["client_cpu"]
+    near = dev.client_seconds("minivgg", [32, 32, 3], 40)  # nearest by ratio: 40/16 > 64/40
+    tie = dev.client_seconds("minivgg", (32, 32, 3), 32)  # a tie goes to the smaller batch
+    assert near is not None and near.batch_size == 64 and tie is not None and tie.batch_size == 16
+    assert dev.client_seconds("minivgg", (64, 64, 3), 16) is None and dev.client_seconds("vgg16", (32, 32, 3), 16) \
+        is None
+    assert "client_cpu" not in cluster_document(_calibration(None, devices=1))["device"]  # not measured
+
+
 def test_without_a_calibration_this_machine_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert this_machine_path() == tmp_path / "hgpart" / "cluster_this-machine.json"
@@ -221,6 +238,12 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
         assert 0 < c.device.call_overhead < 1.0 and "step call" in run.stdout  # measured: a call costs something
         assert [k.devices for k in c.device.step_calls] == [1, 2] and "ring all-reduce" in run.stdout
         assert c.intra.allreduce is not None and c.intra.allreduce.replicas == 2 and c.intra.allreduce.bandwidth > 0
+        # the client's CPU per call of the profiled model's own steps, at each batch size
+        got = [(k.model, k.input_shape, k.batch_size) for k in c.device.client_cpu]
+        assert got == [("lenet5", (28, 28, 1), 4), ("lenet5", (28, 28, 1), 8)], got
+        assert all(0 < k.step < 1.0 and 0 < k.async_call < 1.0 for k in c.device.client_cpu)
+        assert "client CPU, lenet5" in run.stdout and "runtime.clientbench" in \
+            json.loads(out.read_text())["device"]["sources"]["client_cpu"]
     assert not list(out.parent.glob("*.tmp")) and "measured by `hgpart calibrate --quick`" in \
         json.loads(out.read_text())["sources"]["calibration"]
     # the preset name finds it in the configuration folder, and `hgpart simulate --cluster this-machine` runs

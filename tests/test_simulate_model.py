@@ -161,6 +161,26 @@ def test_async_data_parallel_workers_overlap_whatever_the_pipeline() -> None:
         assert any(a[1] > b[0] and a[2] != b[2] for a, b in zip(starts, starts[1:], strict=False))
 
 
+def test_a_clusters_measured_client_cpu_slows_data_parallelism_only_where_no_core_is_spare() -> None:
+    # the toy cluster has 2 devices per node: single device leaves one spare for the client; data parallelism on
+    # both does not. A model the cluster has no client figure for is simulated as before.
+    pl = _placement(k=2)
+    g = pl.graph
+    entry = {"model": g.name, "input": list(g.input_shape), "batch_size": 8, "step_us": 5e4, "async_call_us": 8e4}
+    plain, measured = _cluster(), _cluster(client_cpu=[entry])
+    other = _cluster(client_cpu=[{**entry, "model": "another"}])
+    for strategy in (SimStrategy.SINGLE, SimStrategy.SYNC_DP, SimStrategy.ASYNC_DP_1PS, SimStrategy.ASYNC_DP_DPS):
+        opts = SimOptions(batch_size=8, strategy=strategy)
+        base, slow = simulate(pl, plain, opts), simulate(pl, measured, opts)
+        assert simulate(pl, other, opts).images_per_s == base.images_per_s
+        client = [t for t in slow.tasks if t.kind is TaskKind.CLIENT]
+        assert client and all(t.duration == pytest.approx(0.08 if "async" in strategy.value else 0.05) for t in client)
+        if strategy is SimStrategy.SINGLE:
+            assert slow.images_per_s == base.images_per_s and {t.device for t in client} == {-1}
+        else:
+            assert slow.images_per_s < base.images_per_s and sum(t.client_s for t in slow.times) > 0
+
+
 def test_epoch_counts_whole_steps() -> None:
     pl = _placement(k=2)
     res = simulate(pl, _cluster(), SimOptions(batch_size=8, images=100, mode=Mode.SYNC))

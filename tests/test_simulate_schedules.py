@@ -18,6 +18,7 @@ from hgpart.simulate.run import ClusterDevices
 from hgpart.simulate.timeline import critical_path, device_times
 from hgpart.simulate.workloads import (
     AsyncDataParallel,
+    ClientWork,
     Mode,
     ModelParallel,
     RingDataParallel,
@@ -295,6 +296,47 @@ def test_concurrent_async_data_parallel_workers_pay_latency_per_tensor_and_a_lin
         (0.0, 0.25), (0.25, 1.25), (2.25, 3.25), (3.25, 3.75), (0.25, 0.5), (1.25, 2.25), (2.25, 3.25),
         (3.25, 4.25), (4.25, 5.25), (5.25, 5.75)]
     assert held["pull p0->w1 j1"].resources == ("out0", "in1", "dev0", "dev1")
+
+
+def test_the_clients_work_takes_whichever_core_is_free() -> None:
+    # one parameter server (device 0) with 16 parameters: the pull and the push take 0.25 + 64 / 128 = 0.75 on a free
+    # link; each call costs the client 0.5 s of CPU on one of the two cores, a spare one first, the caller's last.
+    # t=0: client w0 j0 takes dev1 [0, .5]; fwd w0 j0 dev0 [0, 1]; client w1 j1 waits (both busy); pull [0, .75]
+    # client w1 j1 takes dev1 [.5, 1]; fwd w1 j1 (ready at .75) waits for it: [1, 2]; bwd w0 j0 [1, 2]
+    # update from w0 [2, 2.5]; bwd w1 j1 [2, 3]; push [3, 3.75]; update from w1 on the server [3.75, 4.25]
+    # Without the client's work: fwd w1 [.75, 1.75], bwd w1 [1.75, 2.75], push [2.75, 3.5], update [3.5, 4].
+    cores = (("dev0", 0), ("dev1", 1))
+
+    def workers(client: ClientWork | None) -> tuple[Engine, list[float]]:
+        wl = AsyncDataParallel(2, 1.0, 1.0, [16.0, 0.0], [0.5, 0.0], 4, FixedLinks(0.25, 128.0), client=client)
+        eng = Engine()
+        return eng, run_jobs(eng, wl, jobs=2).ends
+
+    eng, ends = workers(ClientWork(9.0, 0.5, cores))  # an async worker's call costs async_call_s, not step_s
+    t = _by_name(eng)
+    assert ends == [2.5, 4.25]
+    assert [(t[n].start, t[n].end, t[n].device) for n in ("client w0 j0", "client w1 j1")] == [
+        (0.0, 0.5, 1), (0.5, 1.0, 1)]
+    assert (t["fwd w1 j1"].start, t["fwd w1 j1"].waited_for) == (1.0, eng.tasks.index(t["client w1 j1"]))
+    assert t["client w1 j1"].resources == ("dev1",) and t["client w1 j1"].any_of == ()
+    times = device_times(eng.tasks, 2)
+    assert (times[0].client_s, times[1].client_s) == (0.0, 1.0) and times[1].idle_s == 4.25 - 3.0
+    assert workers(None)[1] == [2.5, 4.0]
+
+
+def test_a_single_devices_client_runs_on_a_spare_core_or_else_on_its_own() -> None:
+    # fwd 1, bwd 2, update .5; the client's .25 s per call on the spare core costs nothing, on the device's own core
+    # it comes before the forward: [0, .25], fwd [.25, 1.25], bwd [1.25, 3.25], update [3.25, 3.75]; then from 3.75
+    def steps(cores: tuple[tuple[str, int], ...]) -> tuple[Engine, list[float]]:
+        eng = Engine()
+        wl = SingleDevice(1.0, 2.0, 0.5, 8, FixedLinks(0.25, 128.0), client=ClientWork(0.25, 9.0, cores))
+        return eng, run_jobs(eng, wl, jobs=2).ends
+
+    eng, spare = steps((("dev0", 0), ("dev1", -1)))
+    assert spare == [3.5, 7.0] and device_times(eng.tasks, 1)[0].client_s == 0.0
+    assert [t.device for t in eng.tasks if t.kind is TaskKind.CLIENT] == [-1, -1]
+    eng, own = steps((("dev0", 0),))
+    assert own == [3.75, 7.5] and device_times(eng.tasks, 1)[0].client_s == 0.5
 
 
 def test_a_cluster_link_that_holds_devices_adds_them_to_every_transfer() -> None:
