@@ -22,6 +22,9 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   backward); its compiled async rows are printed one by one;
 * ``without the measured step calls``: every call costs ``call_overhead_us``, whatever it feeds and spans
   (the cluster file's ``device.step_calls`` ignored); the single device's and data parallelism's rows are printed;
+* ``without the client's CPU``: no call pays the client's measured CPU time on the workers' cores (the cluster
+  file's ``device.client_cpu`` ignored, the rule before 2026-11-29 night); the single device's and data
+  parallelism's rows are printed;
 * ``without the measured all-reduce``: sync data parallelism's all-reduce simulated as the ring's transfers
   (the link's ``allreduce`` ignored); its rows are printed;
 * ``layers brought down to the whole step``: where a profile's layers add up to more than its own whole step
@@ -170,6 +173,10 @@ def main(argv: list[str]) -> int:
     with mock.patch.object(DeviceSpec, "call_seconds", lambda self, nbytes, devices: self.call_overhead):
         rows = sv.predict(out, cluster)
     lines.append(_summary(rows, "without the measured step calls"))
+    lines += _rows(rows, lambda r: r["strategy"] == "single" or "dp" in r["strategy"])
+    with mock.patch.object(simrun, "_client_work", lambda *a: None):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "without the client's CPU"))
     lines += _rows(rows, lambda r: r["strategy"] == "single" or "dp" in r["strategy"])
     with mock.patch.object(simrun, "_measured_allreduce", lambda *a: None):
         rows = sv.predict(out, cluster)

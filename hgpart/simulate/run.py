@@ -70,8 +70,8 @@ class SimPipeline(Enum):
     runtime's asynchronous data parallelism is not one function: each worker has its own, called from its own
     thread, and those calls overlap on the devices whatever ``pipeline`` says (the runs that once looked like
     turn-taking were slowed by garbage collections in a step thread, ``benchmarks/results/gc_pauses/``). On small
-    models they overlap only in part: each call has a serial part that is not modelled, so their async data
-    parallelism is predicted too fast (``benchmarks/results/simulator_validation/2026-11-29-epyc/``).
+    models they overlap only in part: each call also costs the client CPU on the workers' own cores, which the
+    cluster's ``client_cpu`` charges where it was measured (:class:`~hgpart.simulate.workloads.ClientWork`).
     ``compiled``: ``steps_per_call`` steps per call
     (:mod:`hgpart.runtime.multistep`): within a call its batches in flight overlap as with ``stages``; a call
     waits for the previous call's steps (the window drains at every call) and costs one call; sync micro-batches
