@@ -31,7 +31,12 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   (less the update), the excess taken off them in equal shares, none below zero (:func:`_down_to_step`: the
   profiler's fixed cost of timing a layer alone, which one graph of the whole step does not pay); today the
   simulator keeps them. Once for every strategy, once for the layer-wise placements only; the layer-wise rows
-  are printed.
+  are printed;
+* ``every part pays a layer's fixed cost``: a layer's time over the profiles' batch sizes, ``a + b x B`` by least
+  squares (:func:`_fixed_costs`), has a fixed part ``a`` that one call of the layer pays whatever its size. Today
+  a part that runs a share of a layer's filters (coarse) or of its filter x channel pairs (fine) is charged that
+  share of the layer's time, fixed part included; here each such part pays ``a`` in full and its share of the
+  rest, since the runtime runs every part's piece as an op of its own. The coarse and fine rows are printed.
 
 Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
 """
@@ -46,12 +51,16 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
-from hgpart.cluster import DeviceSpec  # noqa: E402
-from hgpart.simulate import costs, workloads  # noqa: E402
+from hgpart.cluster import DeviceSpec, load_cluster  # noqa: E402
+from hgpart.errors import HgpartError  # noqa: E402
+from hgpart.profile import Profile  # noqa: E402
+from hgpart.simulate import costs, mpgraph, workloads  # noqa: E402
 from hgpart.simulate import run as simrun  # noqa: E402
 from hgpart.simulate.engine import Task, TaskKind  # noqa: E402
 
@@ -133,6 +142,71 @@ def _down_to_step(real: Callable[..., Any]) -> Callable[..., Any]:
     return layer_times
 
 
+def _fixed_costs(folder: Path) -> dict[tuple[str, tuple[int, ...]], dict[str, tuple[float, float]]]:
+    """Per (model, input) with measured profiles at two or more batch sizes in ``folder``: per layer, the fixed
+    seconds of its forward and backward, the intercepts of least-squares lines through its times over the batch
+    sizes, each clipped to [0, the time at the smallest batch]."""
+    by: dict[tuple[str, tuple[int, ...]], list[Profile]] = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            prof = Profile.load(path)
+        except HgpartError:
+            continue
+        if prof.mode == "measured":
+            by.setdefault((prof.model, tuple(prof.input_shape)), []).append(prof)
+    out: dict[tuple[str, tuple[int, ...]], dict[str, tuple[float, float]]] = {}
+    for key, profs in by.items():
+        if len({p.batch_size for p in profs}) < 2:
+            continue
+        profs.sort(key=lambda p: p.batch_size)
+        b = np.array([p.batch_size for p in profs], dtype=float)
+        fixed = {}
+        for i, layer in enumerate(profs[0].layers):
+            pair = []
+            for attr in ("forward_ms", "backward_ms"):
+                t = np.array([getattr(p.layers[i], attr) for p in profs]) / 1000.0
+                a = float(np.polyfit(b, t, 1)[1])
+                pair.append(min(max(a, 0.0), float(t[0])))
+            fixed[layer.name] = (pair[0], pair[1])
+        out[key] = fixed
+    return out
+
+
+def _parts_pay_fixed(real: Callable[..., Any], fixed: dict[tuple[str, tuple[int, ...]], dict[str, tuple[float, float]]]
+                     ) -> Callable[..., Any]:
+    """``mp_template`` with every part that runs a piece of a layer paying the layer's whole fixed cost."""
+
+    def mp_template(placement: Any, times: Any, *, micro_batch: int) -> Any:
+        tpl = real(placement, times, micro_batch=micro_batch)
+        graph = placement.graph
+        layer_fixed = fixed.get((graph.name, tuple(graph.input_shape)))
+        if not layer_fixed:
+            return tpl
+        totals: dict[str, list[float]] = {}
+        for u in tpl.units:
+            totals.setdefault(u.label, [0.0, 0.0])
+            totals[u.label][0] += u.forward
+            totals[u.label][1] += u.backward
+        # a layer's fixed cost rides on its largest block (fine layers have a pairs block and a reduction block)
+        carrier = {}
+        for label, (f, _) in totals.items():
+            layer = label.split("/")[0]
+            if layer not in carrier or f > totals[carrier[layer]][0]:
+                carrier[layer] = label
+        units = []
+        for u in tpl.units:
+            layer = u.label.split("/")[0]
+            if u.is_input or carrier.get(layer) != u.label or layer not in layer_fixed:
+                units.append(u)
+                continue
+            (fa, ba), (ft, bt) = layer_fixed[layer], totals[u.label]
+            fwd = u.forward + fa * (1.0 - u.forward / ft) if ft > 0 else u.forward
+            bwd = u.backward + ba * (1.0 - u.backward / bt) if bt > 0 else u.backward
+            units.append(dataclasses.replace(u, forward=fwd, backward=bwd))
+        return dataclasses.replace(tpl, units=units)
+    return mp_template
+
+
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
     with mock.patch.object(sv, "simulate_run", sim):
         return sv.predict(out, cluster)
@@ -196,6 +270,12 @@ def main(argv: list[str]) -> int:
     rows = _with(layerwise_lowered, out, cluster)
     lines.append(_summary(rows, "layers brought down to the whole step, layer-wise placements only"))
     lines += _rows(rows, lambda r: r["strategy"].startswith("layerwise"))
+    profiles = load_cluster(cluster).device.profiles
+    fixed = _fixed_costs(profiles) if profiles is not None else {}
+    with mock.patch.object(simrun, "mp_template", _parts_pay_fixed(mpgraph.mp_template, fixed)):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "every part pays a layer's fixed cost"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine")))
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)
