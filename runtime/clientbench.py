@@ -56,7 +56,8 @@ class ClientCpu:
 def client_cpu_seconds(ds: Any, models: Sequence[ClientModel], *, repeats: int, warmup: int = 2
                        ) -> dict[tuple[str, tuple[int, ...], int], ClientCpu]:
     """Per (model name, input shape, batch size): :class:`ClientCpu` over ``repeats`` calls each, after
-    ``warmup`` calls that trace and place the functions. ``ds``: an open device set of at least two workers."""
+    ``warmup`` calls that trace and place the functions. ``ds``: an open device set of at least two workers. A batch
+    of one has no async call: its entry repeats the single device's figure."""
     rng = np.random.default_rng(0)
     out: dict[tuple[str, tuple[int, ...], int], ClientCpu] = {}
     for m in models:
@@ -64,10 +65,12 @@ def client_cpu_seconds(ds: Any, models: Sequence[ClientModel], *, repeats: int, 
         classes = int(model.outputs[0].shape[-1])
         for batch in m.batch_sizes:
             per = {}
-            for strategy, share in (("single", batch), ("async-dp-1ps", batch // 2)):
-                if share < 1:
+            # an odd batch cannot be split over two workers: its async call is timed at the even batch below it
+            for strategy, whole in (("single", batch), ("async-dp-1ps", batch - batch % 2)):
+                if strategy != "single" and whole < 2:
                     continue
-                fns = make_strategy(strategy, model, ds, OptimizerSpec("adam", 1e-3), batch_size=batch).slot_fns
+                fns = make_strategy(strategy, model, ds, OptimizerSpec("adam", 1e-3), batch_size=whole).slot_fns
+                share = whole // len(fns)
                 x = rng.random((share, *m.input_shape), dtype=np.float32)
                 y = rng.integers(0, classes, share).astype(np.int32)
                 per[strategy] = statistics.median(_samples(fns, x, y, repeats, warmup))

@@ -213,14 +213,14 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
     # --out relative to the working folder: the profiles folder beside it must be found from the cluster file
     run = subprocess.run([sys.executable, "-c", "from hgpart.cli import main; main()", "calibrate", "--quick",
                           "--out", str(out.relative_to(tmp_path)), "--profile", "lenet5:28x28x1", "--batch-sizes",
-                          "8,4,8"], capture_output=True, text=True, timeout=240, env=dict(os.environ, COLUMNS="200"),
+                          "8,3,8"], capture_output=True, text=True, timeout=240, env=dict(os.environ, COLUMNS="200"),
                          cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "compute rate" in run.stdout and f"wrote {out.relative_to(tmp_path)}" in run.stdout
     c = load_cluster(out)
     # --profile: this machine's profiles beside the cluster file, pinned as a worker, and the cluster reads them
     made = sorted(p.name for p in (out.parent / "profiles").iterdir())
-    assert made == ["lenet5_28x28x1_b4_c1.json", "lenet5_28x28x1_b8_c1.json"], made
+    assert made == ["lenet5_28x28x1_b3_c1.json", "lenet5_28x28x1_b8_c1.json"], made
     assert c.device.profiles == out.parent / "profiles" and c.device.profile_cores == 1
     assert json.loads(out.read_text())["device"]["profiles"] == "profiles"  # moves with the cluster file
     assert run.stdout.count("profiled lenet5 at 28x28x1") == 2 and "note:" not in run.stdout
@@ -228,7 +228,7 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
     prof = Profile.load(out.parent / "profiles" / "lenet5_28x28x1_b8_c1.json")
     assert prof.mode == "measured" and prof.setup.cores == 1 and prof.fingerprint == lenet.fingerprint()
     assert layer_times(lenet, c.device, batch=8).source.startswith("measured profile")
-    assert "lenet5_28x28x1_b4_c1.json" in json.loads(out.read_text())["device"]["sources"]["profiles"]
+    assert "lenet5_28x28x1_b3_c1.json" in json.loads(out.read_text())["device"]["sources"]["profiles"]
     rate = c.device.rate_flops
     assert rate is not None and math.isfinite(rate) and rate > 0
     assert c.name == THIS_MACHINE and c.nodes == 1 and c.device.efficiency == 1.0
@@ -238,9 +238,10 @@ def test_a_quick_calibration_is_a_cluster_the_simulator_uses(tmp_path: Path, mon
         assert 0 < c.device.call_overhead < 1.0 and "step call" in run.stdout  # measured: a call costs something
         assert [k.devices for k in c.device.step_calls] == [1, 2] and "ring all-reduce" in run.stdout
         assert c.intra.allreduce is not None and c.intra.allreduce.replicas == 2 and c.intra.allreduce.bandwidth > 0
-        # the client's CPU per call of the profiled model's own steps, at each batch size
+        # the client's CPU per call of the profiled model's own steps, at each batch size (an odd one too: its
+        # async call is timed at the even batch below it)
         got = [(k.model, k.input_shape, k.batch_size) for k in c.device.client_cpu]
-        assert got == [("lenet5", (28, 28, 1), 4), ("lenet5", (28, 28, 1), 8)], got
+        assert got == [("lenet5", (28, 28, 1), 3), ("lenet5", (28, 28, 1), 8)], got
         assert all(0 < k.step < 1.0 and 0 < k.async_call < 1.0 for k in c.device.client_cpu)
         assert "client CPU, lenet5" in run.stdout and "runtime.clientbench" in \
             json.loads(out.read_text())["device"]["sources"]["client_cpu"]
