@@ -58,7 +58,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
 from hgpart.cluster import DeviceSpec, load_cluster  # noqa: E402
-from hgpart.errors import HgpartError  # noqa: E402
 from hgpart.profile import Profile  # noqa: E402
 from hgpart.simulate import costs, mpgraph, workloads  # noqa: E402
 from hgpart.simulate import run as simrun  # noqa: E402
@@ -147,13 +146,8 @@ def _fixed_costs(folder: Path) -> dict[tuple[str, tuple[int, ...]], dict[str, tu
     seconds of its forward and backward, the intercepts of least-squares lines through its times over the batch
     sizes, each clipped to [0, the time at the smallest batch]."""
     by: dict[tuple[str, tuple[int, ...]], list[Profile]] = {}
-    for path in sorted(folder.glob("*.json")):
-        try:
-            prof = Profile.load(path)
-        except HgpartError:
-            continue
-        if prof.mode == "measured":
-            by.setdefault((prof.model, tuple(prof.input_shape)), []).append(prof)
+    for prof in costs.measured_profiles(folder):
+        by.setdefault((prof.model, tuple(prof.input_shape)), []).append(prof)
     out: dict[tuple[str, tuple[int, ...]], dict[str, tuple[float, float]]] = {}
     for key, profs in by.items():
         if len({p.batch_size for p in profs}) < 2:

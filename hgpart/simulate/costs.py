@@ -30,8 +30,8 @@ from hgpart.layergraph import LayerGraph
 from hgpart.metrics import OPTIMIZER_SLOTS
 from hgpart.profile import BACKWARD_FLOP_FACTOR, Profile
 
-__all__ = ["LayerTimes", "layer_times", "step_floor", "step_without_update_ms", "layer_update_seconds",
-           "update_seconds", "UPDATE_BYTES"]
+__all__ = ["LayerTimes", "layer_times", "measured_profiles", "step_floor", "step_without_update_ms",
+           "layer_update_seconds", "update_seconds", "UPDATE_BYTES"]
 
 #: bytes read and written per parameter by one update, float32: parameter, gradient and each optimizer slot are
 #: read, parameter and slots written (sgd 3 x 4, momentum 5 x 4, adam 7 x 4)
@@ -120,18 +120,27 @@ def _matching_profile(graph: LayerGraph, folder: Path, batch: int, *, cores: int
     """The measured profile of ``graph`` in ``folder`` (made with ``cores`` cores, if given) with the batch size
     nearest ``batch`` (None: none)."""
     best: Profile | None = None
-    for path in sorted(Path(folder).glob("*.json")):
-        try:
-            prof = Profile.load(path)
-        except HgpartError:
-            continue
-        if prof.mode != "measured" or prof.fingerprint != graph.fingerprint():
+    for prof in measured_profiles(folder):
+        if prof.fingerprint != graph.fingerprint():
             continue
         if cores is not None and prof.setup.cores != cores:
             continue
         if best is None or abs(prof.batch_size - batch) < abs(best.batch_size - batch):
             best = prof
     return best
+
+
+def measured_profiles(folder: Path) -> list[Profile]:
+    """The measured profiles in ``folder``, by file name; a file that is not a profile is skipped."""
+    out = []
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            prof = Profile.load(path)
+        except HgpartError:
+            continue
+        if prof.mode == "measured":
+            out.append(prof)
+    return out
 
 
 def _update_bytes(optimizer: str) -> int:

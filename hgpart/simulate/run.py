@@ -338,7 +338,7 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     per_layer = layer_update_seconds(graph, times, cluster.device, opts.optimizer)
     full_update = sum(per_layer.values())
     dev = cluster.device
-    client = _client_work(cluster, graph, batch, n)
+    client = _client_work(cluster, where, graph, batch, n)
     if opts.strategy is SimStrategy.SINGLE:
         per_call = _per_call(opts)  # the compiled pipeline's calls read their batches on the worker
         call = dev.call_seconds(_feed_bytes(graph, batch), 1) if per_call == 0 else dev.call_overhead
@@ -362,13 +362,13 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
                   mem, n, times.source)
 
 
-def _client_work(cluster: Cluster, graph: LayerGraph, batch: int, used: int) -> ClientWork | None:
+def _client_work(cluster: Cluster, where: ClusterDevices, graph: LayerGraph, batch: int, used: int
+                 ) -> ClientWork | None:
     """The client's CPU work per call where the cluster measured it for this model (local workers, whose client
     runs on their cores), on the cores of node 0: the ``used`` devices' and the node's others as spare cores."""
     got = cluster.device.client_seconds(graph.name, graph.input_shape, batch)
     if got is None:
         return None
-    where = ClusterDevices(cluster)
     cores = tuple((where.compute(d), d if d < used else -1) for d in range(cluster.devices_per_node))
     return ClientWork(got.step, got.async_call, cores)
 
