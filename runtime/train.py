@@ -26,8 +26,9 @@ Modes (thesis section 4.2):
   gradients are accumulated and one update is applied, so the result equals single-device training with the same
   micro-batching (equal to plain training for models without BatchNorm, or with one micro-batch).
 
-Traces (``trace=DIR``): after the warm-up, a few extra steps (max(2, inflight), not in the log or the timings; their
-updates are undone) run under TensorFlow's profiler; ``DIR/devices_trace.json`` shows every device's ops in one
+Traces (``trace=DIR``): after the warm-up, a few extra steps (max(2, inflight); with the compiled pipeline, whole calls
+of it, as the timed run makes them), not in the log or the timings (their updates are undone), run under TensorFlow's
+profiler; ``DIR/devices_trace.json`` shows every device's ops in one
 Chrome/Perfetto view and gives each device's busy fraction (``TrainResult.device_busy``; see
 :mod:`hgpart.runtime.devtrace`). ``DIR/pipeline_trace.json`` shows the timed run's batches per in-flight slot.
 """
@@ -51,7 +52,7 @@ from hgpart.runtime.data import DATASETS, Data, DataKind, DataSpec, load_data
 from hgpart.runtime.devices import open_devices
 from hgpart.runtime.deviceset import DeviceSet
 from hgpart.runtime.modelsource import build_for_placement, check_init_weights
-from hgpart.runtime.multistep import STEPS_PER_CALL, call_sizes
+from hgpart.runtime.multistep import STEPS_PER_CALL, MultiStep, call_sizes
 from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
 from hgpart.runtime.stages import check_pipeline
 from hgpart.runtime.step import OptimizerSpec, restoring
@@ -350,9 +351,10 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
     pl, B = pm.placement, run.batch_size
     steps = run.steps or max(1, int(round(run.epochs * data.steps_per_epoch(B))))
     step = pm.train_step(B, run.mode, run.inflight)
+    runner = None
     if run.mode is Schedule.ASYNC:  # how the steps will run and with how many batches in flight, before the trace
         # made once: fit asks for the same (its longest segment: an epoch, or the whole run if shorter)
-        pm.staged_step(step, run.asked_inflight, longest=min(steps, data.steps_per_epoch(B)))
+        runner = pm.staged_step(step, run.asked_inflight, longest=min(steps, data.steps_per_epoch(B)))
         assert pm.pipeline_choice is not None
         run = replace(run, inflight=pm.pipeline_choice.inflight)
     traffic = measure_traffic(step)
@@ -360,7 +362,7 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
             "devices": run.devices, "mode": run.mode.value, "inflight": run.inflight, "batch_size": B,
             "optimizer": run.opt.name, "lr": run.opt.lr, "traffic_bytes": traffic.to_dict(),
             "data": str(run.data.path or run.data.kind.value), "val_split": run.val_split}
-    dtrace = _capture_trace(pm, step, data, run, meta) if run.trace is not None else None
+    dtrace = _capture_trace(pm, step, runner, data, run, meta) if run.trace is not None else None
     hist = pm.fit(data, steps=steps, batch_size=B, validation_data=val, mode=run.mode, inflight=run.asked_inflight,
                   verbose=1 if run.progress else 0, checkpoint=ckpt)
     rows = [r.record for r in hist.rows]
@@ -381,11 +383,25 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
                        inflight=run.inflight)
 
 
-def _capture_trace(pm: PartitionedModel, step: Any, data: Data, run: RunSettings, meta: dict[str, Any]) -> Any:
-    """A few extra steps under the profiler, before (and not in) the timed run; they make no update either."""
-    from hgpart.runtime.devtrace import capture_device_trace
+def _capture_trace(pm: PartitionedModel, step: Any, runner: Any, data: Data, run: RunSettings,
+                   meta: dict[str, Any]) -> Any:
+    """A few extra steps under the profiler, before (and not in) the timed run; they make no update either. They run
+    the way the timed run will: whole calls of the compiled pipeline's ``runner`` (a :class:`MultiStep`), or else
+    the step function with its batches in flight."""
+    from hgpart.runtime.devtrace import capture_device_trace, graph_op_devices
 
     ds, B = pm.device_set, run.batch_size
+    if isinstance(runner, MultiStep):
+        per_call = runner.steps_per_call  # the size the run's calls have, traced and placed when it was built
+        x, y = data.read(np.arange(per_call * B) % len(data))
+        nodes = graph_op_devices(runner.function(per_call).graph, pm.placed.host)
+
+        def run_call(_: int) -> None:
+            guarded(ds, runner.run, x, y)
+
+        with restoring(step.state):
+            return capture_device_trace(step, ds, run_call, run.trace, steps=1, inflight=1, node_devices=nodes,
+                                        meta=dict(meta, pipeline=f"compiled ({per_call} steps per call)"))
     n = max(2, run.inflight)
     x, y = data.read(np.arange(min(len(data), n * B)))
     pipeline_inflight = run.inflight if run.mode is Schedule.ASYNC else 1

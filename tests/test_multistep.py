@@ -184,3 +184,23 @@ def test_the_compiled_default_is_one_batch_more_than_the_devices_and_the_simulat
     sim = simulate(pl, load_cluster("thesis-cluster"), SimOptions(batch_size=B, pipeline=SimPipeline.COMPILED,
                                                                   steps_per_call=2))
     assert sim.inflight == 3 and sim.jobs == 12  # 4 x (K + 1) jobs: at least four calls of 2
+
+
+def test_a_compiled_runs_trace_shows_the_compiled_calls_it_times(tmp_path) -> None:
+    """hgpart train --trace with the compiled pipeline traces whole calls of it (ops of every step of a call, named
+    by their step), not the one-function-per-step pipeline the run does not use; every op is on one of the parts."""
+    import json
+    import re
+
+    from hgpart.runtime.train import train
+
+    res = train(_placement("minivgg"), device_set=DS, steps=4, batch_size=B, pipeline="compiled", steps_per_call=2,
+                trace=tmp_path / "tr")
+    assert res.pipeline.startswith("compiled (2 steps per call)"), res.pipeline
+    trace = json.loads((tmp_path / "tr" / "devices_trace.json").read_text())
+    assert trace["otherData"]["pipeline"] == "compiled (2 steps per call)"
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    steps = {m.group() for e in spans if (m := re.match(r"step\d+(?=/)", e["name"]))}
+    assert steps == {"step0", "step1"}, steps  # both steps of a call, each under its own scope
+    assert {e["pid"] for e in spans} == {0, 1}
+    assert len(res.device_busy) == 2 and all(0 < b <= 1 for b in res.device_busy)
