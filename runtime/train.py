@@ -351,10 +351,11 @@ def _train_on(pm: PartitionedModel, run: RunSettings, data: Data, val: Data | No
     pl, B = pm.placement, run.batch_size
     steps = run.steps or max(1, int(round(run.epochs * data.steps_per_epoch(B))))
     step = pm.train_step(B, run.mode, run.inflight)
-    runner = None
-    if run.mode is Schedule.ASYNC:  # how the steps will run and with how many batches in flight, before the trace
-        # made once: fit asks for the same (its longest segment: an epoch, or the whole run if shorter)
-        runner = pm.staged_step(step, run.asked_inflight, longest=min(steps, data.steps_per_epoch(B)))
+    # how the steps will run (and async, with how many batches in flight), before the trace; made once: fit asks
+    # for the same (sync: one window; its longest segment: an epoch, or the whole run if shorter)
+    asked = run.asked_inflight if run.mode is Schedule.ASYNC else 1
+    runner = pm.staged_step(step, asked, longest=min(steps, data.steps_per_epoch(B)))
+    if run.mode is Schedule.ASYNC:
         assert pm.pipeline_choice is not None
         run = replace(run, inflight=pm.pipeline_choice.inflight)
     traffic = measure_traffic(step)

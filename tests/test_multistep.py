@@ -186,16 +186,18 @@ def test_the_compiled_default_is_one_batch_more_than_the_devices_and_the_simulat
     assert sim.inflight == 3 and sim.jobs == 12  # 4 x (K + 1) jobs: at least four calls of 2
 
 
-def test_a_compiled_runs_trace_shows_the_compiled_calls_it_times(tmp_path) -> None:
-    """hgpart train --trace with the compiled pipeline traces whole calls of it (ops of every step of a call, named
-    by their step), not the one-function-per-step pipeline the run does not use; every op is on one of the parts."""
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_a_compiled_runs_trace_shows_the_compiled_calls_it_times(tmp_path, mode: str) -> None:
+    """hgpart train --trace with the compiled pipeline, async or sync, traces whole calls of it (ops of every step
+    of a call, named by their step), not the one-function-per-step pipeline the run does not use; every op is on
+    one of the parts."""
     import json
     import re
 
     from hgpart.runtime.train import train
 
     res = train(_placement("minivgg"), device_set=DS, steps=4, batch_size=B, pipeline="compiled", steps_per_call=2,
-                trace=tmp_path / "tr")
+                mode=mode, trace=tmp_path / "tr")
     assert res.pipeline.startswith("compiled (2 steps per call)"), res.pipeline
     trace = json.loads((tmp_path / "tr" / "devices_trace.json").read_text())
     assert trace["otherData"]["pipeline"] == "compiled (2 steps per call)"
