@@ -37,6 +37,13 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   a part that runs a share of a layer's filters (coarse) or of its filter x channel pairs (fine) is charged that
   share of the layer's time, fixed part included; here each such part pays ``a`` in full and its share of the
   rest, since the runtime runs every part's piece as an op of its own. The coarse and fine rows are printed.
+* ``workers' cores shared by their inter-op threads``: each model-parallel run's workers are cores that run up to
+  as many tasks at once as the runtime gives a worker inter-op threads (:func:`hgpart.runtime.api.inter_op_threads`
+  of the run's K and batches in flight), sharing the core's time between them (the engine's ``shared``
+  resources, processor sharing), as a traced worker runs 1.2-2.0 ops at once
+  (``benchmarks/results/trace_vs_simulated/``); the simulator runs one task at a time per device. Once alone,
+  once with the sync model-parallel runs' layers also brought down to the whole step (as above), since a worker
+  traced there spent less than the layers' sum on two micro-batches at once. The model-parallel rows are printed.
 
 Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
 """
@@ -61,7 +68,8 @@ from hgpart.cluster import DeviceSpec, load_cluster  # noqa: E402
 from hgpart.profile import Profile  # noqa: E402
 from hgpart.simulate import costs, mpgraph, workloads  # noqa: E402
 from hgpart.simulate import run as simrun  # noqa: E402
-from hgpart.simulate.engine import Task, TaskKind  # noqa: E402
+from hgpart.runtime.api import inter_op_threads  # noqa: E402
+from hgpart.simulate.engine import Engine, Task, TaskKind  # noqa: E402
 
 
 def _summary(rows: list[dict[str, Any]], label: str) -> str:
@@ -201,6 +209,24 @@ def _parts_pay_fixed(real: Callable[..., Any], fixed: dict[tuple[str, tuple[int,
     return mp_template
 
 
+def _sharing(real: Callable[..., float], lowered: Callable[..., Any] | None) -> Callable[..., float]:
+    """``simulate_run`` with each model-parallel run's worker cores shared by the runtime's inter-op threads of that
+    run, and (``lowered``) its sync runs' layer times from ``lowered``."""
+
+    def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
+        if run["method"] in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
+            return real(run, placement, cl, k)
+        asynchronous = run["method"].endswith("-async")
+        threads = inter_op_threads(k, (run.get("inflight") or k) if asynchronous else k)
+        with mock.patch.object(simrun, "Engine", lambda: Engine(shared={f"dev{d}": threads for d in range(k)})):
+            if lowered is None or asynchronous:
+                return real(run, placement, cl, k)
+            with mock.patch.object(costs, "layer_times", lowered), mock.patch.object(simrun, "layer_times", lowered):
+                return real(run, placement, cl, k)
+
+    return sim
+
+
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
     with mock.patch.object(sv, "simulate_run", sim):
         return sv.predict(out, cluster)
@@ -270,6 +296,12 @@ def main(argv: list[str]) -> int:
         rows = sv.predict(out, cluster)
     lines.append(_summary(rows, "every part pays a layer's fixed cost"))
     lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine")))
+    for sync_lowered in (False, True):
+        rows = _with(_sharing(real_sim, lowered if sync_lowered else None), out, cluster)
+        lines.append(_summary(rows, "workers' cores shared by their inter-op threads"
+                              + (", sync model parallelism's layers brought down to the whole step"
+                                 if sync_lowered else "")))
+        lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine", "layerwise")))
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)

@@ -371,3 +371,33 @@ def test_a_link_shared_by_two_transfers() -> None:
                                                    (2, 0, ("inter-out:n2", "inter-in:n0"))])
 def test_routes_name_the_ports_of_their_nodes(src: int, dst: int, ports: tuple[str, ...]) -> None:
     assert _cluster("node").transfer(src, dst, 0.0)[1] == ports
+
+
+def test_a_shared_core_runs_its_tasks_at_once_each_at_its_share_of_the_speed() -> None:
+    """Processor sharing, computed by hand. A core shared by 2 threads: tasks of 1 s and 3 s start together at 0,
+    each at half speed; the short one ends at 2 (1 s of work at 1/2), and the long one has 2 s left. A third task of
+    1 s, ready at 0, waits for a thread: it starts at 2 beside the long one, both at half speed, and ends at 4; the
+    long one then has 1 s left, alone at full speed, and ends at 5. A task that also holds an exclusive port keeps
+    the port for its stretched time."""
+    eng = Engine(shared={"core": 2})
+    a = eng.add(Task("a", TaskKind.COMPUTE, 1.0, ("core",)))
+    b = eng.add(Task("b", TaskKind.COMPUTE, 3.0, ("core",)))
+    c = eng.add(Task("c", TaskKind.COMPUTE, 1.0, ("core",)))
+    assert eng.run() == 5.0
+    assert (eng.tasks[a].start, eng.tasks[a].end) == (0.0, 2.0)
+    assert (eng.tasks[b].start, eng.tasks[b].end) == (0.0, 5.0)
+    assert (eng.tasks[c].start, eng.tasks[c].end) == (2.0, 4.0)
+    eng = Engine(shared={"core": 4})
+    s = eng.add(Task("send", TaskKind.SEND, 1.0, ("port", "core")))
+    w = eng.add(Task("work", TaskKind.COMPUTE, 1.0, ("core",)))
+    late = eng.add(Task("next send", TaskKind.SEND, 0.5, ("port",)))
+    eng.run()
+    assert eng.tasks[s].end == 2.0 == eng.tasks[w].end  # both at half speed
+    assert (eng.tasks[late].start, eng.tasks[late].end) == (2.0, 2.5)  # the port was held to the end
+
+
+def test_without_shared_resources_the_engine_is_exclusive() -> None:
+    eng = Engine()
+    a = eng.add(Task("a", TaskKind.COMPUTE, 1.0, ("core",)))
+    b = eng.add(Task("b", TaskKind.COMPUTE, 3.0, ("core",)))
+    assert eng.run() == 4.0 and eng.tasks[a].end == 1.0 and eng.tasks[b].start == 1.0

@@ -17,6 +17,12 @@ the order they became ready, ties broken by batch (older first) and then by the 
 resources are busy does not hold back a later one whose resources are free. Times are exact sums of durations (no
 rounding), so a schedule computed by hand is reproduced to the last bit.
 
+A resource named in ``shared`` is a core that runs up to that many tasks at once, sharing its time between them
+(processor sharing), as the inter-op threads of one TensorFlow worker share its core: each of the ``n`` tasks on it
+advances at ``1 / n`` of its speed, and a task on several shared resources at the slowest of their rates. A task
+that finds every thread of one busy waits, as for an exclusive resource. Without ``shared`` every resource is
+exclusive and the times are as above.
+
 The engine is a heap of finishing times and a sorted ready list: small, deterministic, and able to hold several
 ports at once, which a transfer needs; the simulated workloads are a few thousand tasks.
 """
@@ -75,10 +81,15 @@ class Engine:
     _succ: list[list[int]] = field(default_factory=list)
     _pending: list[int] = field(default_factory=list)
     _ready: list[tuple[float, int, int]] = field(default_factory=list)
-    _events: list[tuple[float, int]] = field(default_factory=list)
+    _events: list[tuple[float, int, int]] = field(default_factory=list)  # (end, task, version)
     _busy: dict[str, int] = field(default_factory=dict)  # resource -> the task holding it
     _released: dict[str, int] = field(default_factory=dict)  # resource -> the task that last released it
     _listeners: dict[int, list[Callable[[float], None]]] = field(default_factory=dict)
+    #: resource -> how many tasks may share it at once (processor sharing; see the module docstring)
+    shared: dict[str, int] = field(default_factory=dict)
+    _on: dict[str, list[int]] = field(default_factory=dict)  # shared resource -> the tasks running on it
+    _left: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # tid -> (work left, rate, since)
+    _version: dict[int, int] = field(default_factory=dict)  # tid -> the version of its latest finish event
 
     def add(self, task: Task) -> int:
         """Add ``task`` (its ``deps`` are ids of tasks already added); its id."""
@@ -104,12 +115,11 @@ class Engine:
     def run(self) -> float:
         """Run until no task is left; the time the last one ended."""
         self._dispatch()
-        while self._events:
+        while self._drop_stale():
             t = self._events[0][0]
             self.now = t
-            while self._events and self._events[0][0] == t:
-                _, tid = heapq.heappop(self._events)
-                self._finish(tid)
+            while self._drop_stale() and self._events[0][0] == t:
+                self._finish(heapq.heappop(self._events)[1])
             self._dispatch()
         if self._ready or any(self._pending[i] for i in range(len(self.tasks)) if math.isnan(self.tasks[i].end)):
             raise RuntimeError("the simulation stopped with tasks that never became ready (a dependency cycle)")
@@ -125,31 +135,65 @@ class Engine:
         started: list[int] = []
         for i, (_, _, tid) in enumerate(self._ready):
             task = self.tasks[tid]
-            if any(r in self._busy for r in task.resources):
+            if any(r in self._busy or len(self._on.get(r, ())) >= self.shared.get(r, 1) for r in task.resources):
                 continue
             if task.any_of:
-                free = next(((r, d) for r, d in task.any_of if r not in self._busy and r not in task.resources),
-                            None)
+                free = next(((r, d) for r, d in task.any_of if r not in self._busy and r not in task.resources
+                             and len(self._on.get(r, ())) < self.shared.get(r, 1)), None)
                 if free is None:
                     continue
                 task.resources, task.device, task.any_of = (*task.resources, free[0]), free[1], ()
-            for r in task.resources:
-                self._busy[r] = tid
             task.start = self.now
             if task.start > task.ready:
                 task.waited_for = max((self._released[r] for r in task.resources if r in self._released),
                                       key=lambda t: self.tasks[t].end, default=-1)
-            heapq.heappush(self._events, (self.now + task.duration, tid))
+            cores = [r for r in task.resources if r in self.shared]
+            for r in task.resources:
+                if r in self.shared:
+                    self._on.setdefault(r, []).append(tid)
+                else:
+                    self._busy[r] = tid
+            if cores:
+                self._left[tid] = (task.duration, 0.0, self.now)
+                self._rerate(cores)
+            else:
+                heapq.heappush(self._events, (self.now + task.duration, tid, 0))
             started.append(i)
         for i in reversed(started):
             del self._ready[i]
 
+    def _drop_stale(self) -> bool:
+        """Drop the end events at the top that a rate change replaced; whether an event is left."""
+        while self._events and self._events[0][2] != self._version.get(self._events[0][1], 0):
+            heapq.heappop(self._events)
+        return bool(self._events)
+
+    def _rerate(self, cores: list[str]) -> None:
+        """Give every task on the shared resources ``cores`` its new rate, and its end event at that rate."""
+        for tid in dict.fromkeys(t for r in cores for t in self._on[r]):
+            left, rate, since = self._left[tid]
+            left -= (self.now - since) * rate
+            new = min(1.0 / len(self._on[r]) for r in self.tasks[tid].resources if r in self.shared)
+            self._left[tid] = (left, new, self.now)
+            if new != rate:
+                version = self._version.get(tid, 0) + 1
+                self._version[tid] = version
+                heapq.heappush(self._events, (self.now + max(left, 0.0) / new, tid, version))
+
     def _finish(self, tid: int) -> None:
         task = self.tasks[tid]
         task.end = self.now
+        cores = []
         for r in task.resources:
-            del self._busy[r]
+            if r in self.shared:
+                self._on[r].remove(tid)
+                cores.append(r)
+            else:
+                del self._busy[r]
             self._released[r] = tid
+        if cores:
+            del self._left[tid]
+            self._rerate(cores)
         for s in self._succ[tid]:
             self._pending[s] -= 1
             if self._pending[s] == 0:
