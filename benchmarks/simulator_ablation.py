@@ -63,12 +63,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
+from hgpart.runtime.api import inter_op_threads  # noqa: E402
 
 from hgpart.cluster import DeviceSpec, load_cluster  # noqa: E402
 from hgpart.profile import Profile  # noqa: E402
 from hgpart.simulate import costs, mpgraph, workloads  # noqa: E402
 from hgpart.simulate import run as simrun  # noqa: E402
-from hgpart.runtime.api import inter_op_threads  # noqa: E402
 from hgpart.simulate.engine import Engine, Task, TaskKind  # noqa: E402
 
 
