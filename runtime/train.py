@@ -391,6 +391,7 @@ def _capture_trace(pm: PartitionedModel, step: Any, runner: Any, data: Data, run
     the step function with its batches in flight."""
     from hgpart.runtime.devtrace import capture_device_trace, graph_op_devices
 
+    assert run.trace is not None
     ds, B = pm.device_set, run.batch_size
     if isinstance(runner, MultiStep):
         per_call = runner.steps_per_call  # the size the run's calls have, traced and placed when it was built
@@ -410,7 +411,6 @@ def _capture_trace(pm: PartitionedModel, step: Any, runner: Any, data: Data, run
     def run_traced(k: int) -> None:
         guarded(ds, run_pipeline, step, x, y, steps=k, batch_size=B, inflight=pipeline_inflight, seed=run.seed + 1)
 
-    assert run.trace is not None
     with restoring(step.state):
         return capture_device_trace(step, ds, run_traced, run.trace, steps=n, inflight=run.inflight, meta=meta)
 
