@@ -44,6 +44,11 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   (``benchmarks/results/trace_vs_simulated/``); the simulator runs one task at a time per device. Once alone,
   once with the sync model-parallel runs' layers also brought down to the whole step (as above), since a worker
   traced there spent less than the layers' sum on two micro-batches at once. The model-parallel rows are printed.
+* ``a layer's excess over the whole step as a wait that holds no core``: in each model-parallel run, the layers
+  brought down to the whole step (as above), and every piece of a layer on a part waits, before it computes, for
+  that layer's shaved excess in full, without holding its device (:class:`_WaitingEngine`): the fixed cost of an
+  op as a wait that other work may overlap, which a device running one op at a time pays in full. The
+  model-parallel rows are printed.
 
 Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
 """
@@ -227,6 +232,40 @@ def _sharing(real: Callable[..., float], lowered: Callable[..., Any] | None) -> 
     return sim
 
 
+class _WaitingEngine(Engine):
+    """An engine in which every forward or backward piece of a layer first waits ``excess[(direction, layer)]``
+    seconds, holding nothing (``_excess_as_wait``)."""
+
+    excess: dict[tuple[str, str], float] = {}
+
+    def add(self, task: Task) -> int:
+        if task.kind is TaskKind.COMPUTE and task.name[:4] in ("fwd ", "bwd "):
+            wait = self.excess.get((task.name[:3], task.name[4:].split(" ")[0].split("/")[0]), 0.0)
+            if wait > 0:
+                task.deps = (super().add(Task(f"{task.name} fixed", TaskKind.MARK, wait, (), batch=task.batch,
+                                              deps=task.deps)),)
+        return super().add(task)
+
+
+def _excess_as_wait(real: Callable[..., float], lowered: Callable[..., Any]) -> Callable[..., float]:
+    """``simulate_run`` with each model-parallel run's layers from ``lowered`` and what it shaved off each layer as a
+    wait before every piece of that layer (:class:`_WaitingEngine`)."""
+
+    def layer_times(graph: Any, device: Any, *, batch: int) -> Any:
+        whole, low = costs.layer_times(graph, device, batch=batch), lowered(graph, device, batch=batch)
+        _WaitingEngine.excess = {**{("fwd", n): whole.forward[n] - low.forward[n] for n in whole.forward},
+                                 **{("bwd", n): whole.backward[n] - low.backward[n] for n in whole.backward}}
+        return low
+
+    def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
+        if run["method"] in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
+            return real(run, placement, cl, k)
+        with mock.patch.object(simrun, "layer_times", layer_times), mock.patch.object(simrun, "Engine", _WaitingEngine):
+            return real(run, placement, cl, k)
+
+    return sim
+
+
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
     with mock.patch.object(sv, "simulate_run", sim):
         return sv.predict(out, cluster)
@@ -302,6 +341,9 @@ def main(argv: list[str]) -> int:
                               + (", sync model parallelism's layers brought down to the whole step"
                                  if sync_lowered else "")))
         lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine", "layerwise")))
+    rows = _with(_excess_as_wait(real_sim, lowered), out, cluster)
+    lines.append(_summary(rows, "a layer's excess over the whole step as a wait that holds no core"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine", "layerwise")))
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)
