@@ -203,9 +203,7 @@ def node_devices(s: DataParallel) -> dict[str, str]:
     out: dict[str, str] = {}
     clash: set[str] = set()
     for cf in s.concretes:
-        graph = cf.graph
-        var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
-        for name, dev in graph_devices(graph, var_devices, s.host).items():
+        for name, dev in graph_devices(cf.graph, s.host).items():
             if out.setdefault(name, dev) != dev:
                 clash.add(name)
     for name in clash:

@@ -49,7 +49,7 @@ from hgpart.runtime.traffic import graph_devices
 from hgpart.errors import BadFileError, DeviceError
 from hgpart.fileio import write_json
 
-__all__ = ["DeviceTrace", "OpEvent", "capture_device_trace", "graph_op_devices", "read_xspace", "busy_fractions",
+__all__ = ["DeviceTrace", "OpEvent", "capture_device_trace", "read_xspace", "busy_fractions",
            "union_ns", "chrome_trace", "op_devices"]
 
 _SEND_SUFFIX = re.compile(r"/_\d+$")
@@ -87,14 +87,7 @@ def _canon(device: str) -> str:
 
 def op_devices(step: Any) -> dict[str, str]:
     """Node name -> device of every op of the step's graph (captured variable reads take the variable's device)."""
-    return graph_op_devices(step.concrete.graph, step.pm.host)
-
-
-def graph_op_devices(graph: Any, host: str) -> dict[str, str]:
-    """Node name -> device of every op of a traced function's graph (captured variable reads take the variable's
-    device, its arguments ``host``'s)."""
-    var_devices = {id(internal): getattr(ext, "device", "") or "" for ext, internal in graph.captures}
-    return graph_devices(graph, var_devices, host)
+    return graph_devices(step.concrete.graph, step.pm.host)
 
 
 def xspace_kernels(files: list[Path]) -> Iterator[OpEvent]:

@@ -70,8 +70,10 @@ class Traffic:
         return d
 
 
-def graph_devices(graph: Any, var_devices: dict[int, str], host: str = "") -> dict[str, str]:
-    """Device of every op; reads of captured variables take the variable's device, arguments the host's."""
+def graph_devices(graph: Any, host: str = "") -> dict[str, str]:
+    """Device of every op of a traced function's graph (what a profiler trace's kernels map to); the placeholders
+    of its captured variables, and reads of them, take the variable's device, its arguments the host's."""
+    var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
     dev: dict[str, str] = {}
     for op in graph.get_operations():
         d = op.device
@@ -105,8 +107,7 @@ def cross_device_edges(concrete: Any, host: str) -> Iterator[tuple[Any, Any, str
     variable they stand for.
     """
     graph = concrete.graph
-    var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
-    dev = graph_devices(graph, var_devices, host)
+    dev = graph_devices(graph, host)
     seen: set[tuple[str, str]] = set()
     for op in graph.get_operations():
         dst = dev.get(op.name, "")

@@ -57,7 +57,7 @@ from hgpart.runtime.pipeline import StepRecord, run_slots, shuffled_batches
 from hgpart.runtime.stages import check_pipeline
 from hgpart.runtime.step import OptimizerSpec, restoring
 from hgpart.runtime.strategy import Schedule
-from hgpart.runtime.traffic import measure_traffic
+from hgpart.runtime.traffic import graph_devices, measure_traffic
 
 from hgpart.errors import HgpartError
 from hgpart.fileio import atomic_write_text, write_json
@@ -389,14 +389,14 @@ def _capture_trace(pm: PartitionedModel, step: Any, runner: Any, data: Data, run
     """A few extra steps under the profiler, before (and not in) the timed run; they make no update either. They run
     the way the timed run will: whole calls of the compiled pipeline's ``runner`` (a :class:`MultiStep`), or else
     the step function with its batches in flight."""
-    from hgpart.runtime.devtrace import capture_device_trace, graph_op_devices
+    from hgpart.runtime.devtrace import capture_device_trace
 
     assert run.trace is not None
     ds, B = pm.device_set, run.batch_size
     if isinstance(runner, MultiStep):
         per_call = runner.steps_per_call  # the size the run's calls have, traced and placed when it was built
         x, y = data.read(np.arange(per_call * B) % len(data))
-        nodes = graph_op_devices(runner.function(per_call).graph, pm.placed.host)
+        nodes = graph_devices(runner.function(per_call).graph, pm.placed.host)
 
         def run_call(_: int) -> None:
             guarded(ds, runner.run, x, y)
