@@ -36,6 +36,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from hgpart.runtime.devtrace import union_ns
+
 #: the simulated trace's task kinds that occupy a device
 SIM_BUSY = ("compute", "update", "send")
 GAP_US = 1000.0
@@ -54,65 +57,51 @@ class DeviceLine:
     gaps_per_step: float
 
 
-def intervals(trace: dict, *, simulated: bool) -> dict[int, list[tuple[float, float]]]:
-    """Per device (``pid``): its op (measured) or busy task (simulated) intervals in microseconds, sorted."""
+def intervals(trace: dict, *, simulated: bool) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per device (``pid``): the starts and ends of its ops (measured) or busy tasks (simulated), microseconds."""
     out: dict[int, list[tuple[float, float]]] = {}
     for e in trace["traceEvents"]:
         if e.get("ph") != "X" or (simulated and e.get("cat") not in SIM_BUSY):
             continue
         out.setdefault(int(e["pid"]), []).append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
-    return {p: sorted(v) for p, v in out.items()}
+    return {p: (np.array([a for a, _ in v]), np.array([b for _, b in v])) for p, v in out.items()}
 
 
-def clip(iv: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
-    return [(max(a, lo), min(b, hi)) for a, b in iv if b > lo and a < hi]
-
-
-def device_line(iv: list[tuple[float, float]], lo: float, hi: float, steps: float) -> DeviceLine:
+def device_line(iv: tuple[np.ndarray, np.ndarray], lo: float, hi: float, steps: float) -> DeviceLine:
     """The :class:`DeviceLine` of intervals ``iv`` in the window ``[lo, hi]`` that holds ``steps`` steps."""
-    iv = clip(iv, lo, hi)
-    union = gaps = 0.0
-    n_gaps = 0
-    end = lo
-    start = lo
-    for a, b in iv:
-        if a > end:
-            union += end - start
-            if a - end >= GAP_US:
-                gaps += a - end
-                n_gaps += 1
-            start = a
-        end = max(end, b)
-    union += end - start
-    if hi - end >= GAP_US:
-        gaps += hi - end
-        n_gaps += 1
+    starts, ends = iv
+    keep = (ends > lo) & (starts < hi)
+    order = np.argsort(starts[keep], kind="stable")
+    a, b = np.maximum(starts[keep][order], lo), np.minimum(ends[keep][order], hi)
+    union = union_ns(a, b)  # any time unit: the union of the intervals
+    reach = np.maximum.accumulate(b) if b.size else np.array([lo])
+    idle = np.r_[a - np.r_[lo, reach[:-1]], hi - reach[-1]]  # before each interval, and after the last
+    long = idle[idle >= GAP_US]
     wall = hi - lo
-    total = sum(b - a for a, b in iv)
-    return DeviceLine(union / wall, union / 1000 / steps, total / max(union, 1e-9), gaps / wall, n_gaps / steps)
+    return DeviceLine(union / wall, union / 1000 / steps, float(np.sum(b - a)) / max(union, 1e-9),
+                      float(long.sum()) / wall, long.size / steps)
 
 
-def measured(folder: Path) -> tuple[dict[int, DeviceLine], float]:
-    """The device lines of ``hgpart train --trace``'s ``devices_trace.json`` and the traced steps it holds."""
+def measured(folder: Path, images_per_s: float) -> tuple[dict[int, DeviceLine], float]:
+    """The device lines of ``hgpart train --trace``'s ``devices_trace.json`` and the traced steps it holds, for a
+    run that trained at ``images_per_s``."""
     trace = json.loads((folder / "devices_trace.json").read_text())
     iv = intervals(trace, simulated=False)
-    lo = max(v[0][0] for v in iv.values())
-    hi = min(max(b for _, b in v) for v in iv.values())
-    meta = trace.get("otherData", {})
+    lo = max(float(a.min()) for a, _ in iv.values())
+    hi = min(float(b.max()) for _, b in iv.values())
     # the traced window's steps: its wall time over the run's step time (the trace runs whole compiled calls)
-    steps = (hi - lo) / 1e6 * float(meta.get("images_per_s_run", 0) or 0) / float(meta["batch_size"])
+    steps = (hi - lo) / 1e6 * images_per_s / float(trace["otherData"]["batch_size"])
     return {p: device_line(v, lo, hi, steps) for p, v in iv.items()}, steps
 
 
-def simulated(folder: Path) -> tuple[dict[int, DeviceLine], float, float]:
-    """The device lines of the middle half of ``hgpart simulate --trace``'s run, its steps, and its step time."""
+def simulated(folder: Path) -> tuple[dict[int, DeviceLine], float]:
+    """The device lines of the middle half of ``hgpart simulate --trace``'s run, and the steps in it."""
     trace = json.loads((folder / "devices_trace.simulated.json").read_text())
     iv = intervals(trace, simulated=True)
-    end = max(b for v in iv.values() for _, b in v)
+    end = max(float(b.max()) for _, b in iv.values())
     lo, hi = end / 4, end * 3 / 4
-    step_s = float(trace["otherData"]["step_s"])
-    steps = (hi - lo) / 1e6 / step_s
-    return {p: device_line(v, lo, hi, steps) for p, v in iv.items()}, steps, step_s
+    steps = (hi - lo) / 1e6 / float(trace["otherData"]["step_s"])
+    return {p: device_line(v, lo, hi, steps) for p, v in iv.items()}, steps
 
 
 def run_one(spec: str, cluster: str, spc: int, inflight: int, steps: int, work: Path) -> list[str]:
@@ -128,19 +117,16 @@ def run_one(spec: str, cluster: str, spc: int, inflight: int, steps: int, work: 
     got = RATE.search(out.stdout)
     if out.returncode or got is None:
         return [f"{spec}: hgpart train failed: {(out.stderr or out.stdout).strip().splitlines()[-1:]}"]
-    res = {"images_per_s": float(got.group(1).replace(",", ""))}
+    rate = float(got.group(1).replace(",", ""))
     sim = subprocess.run(["hgpart", "simulate", "-p", path, "-c", cluster, *pipe, "--trace", str(sdir),
                           "--json", str(work / "sim.json")], capture_output=True, text=True, env=env)
     if sim.returncode:
         return [f"{spec}: hgpart simulate failed: {sim.stderr.strip().splitlines()[-1:]}"]
     pred = json.loads((work / "sim.json").read_text())["images_per_s"]
-    tr = json.loads((mdir / "devices_trace.json").read_text())
-    tr.setdefault("otherData", {})["images_per_s_run"] = res["images_per_s"]
-    (mdir / "devices_trace.json").write_text(json.dumps(tr))
-    m, m_steps = measured(mdir)
-    s, s_steps, _ = simulated(sdir)
-    lines = [f"{Path(path).parent.name}/{Path(path).stem} {mode} B={batch}: measured {res['images_per_s']:.0f} "
-             f"images/s, simulated {pred:.0f} ({pred / res['images_per_s'] - 1:+.1%}); traced steps {m_steps:.1f}, "
+    m, m_steps = measured(mdir, rate)
+    s, s_steps = simulated(sdir)
+    lines = [f"{Path(path).parent.name}/{Path(path).stem} {mode} B={batch}: measured {rate:.0f} "
+             f"images/s, simulated {pred:.0f} ({pred / rate - 1:+.1%}); traced steps {m_steps:.1f}, "
              f"simulated window {s_steps:.1f}",
              "  device | busy meas / sim | busy ms per step meas / sim | overlap meas / sim | idle in gaps >= 1 ms "
              "meas / sim | such gaps per step meas / sim"]
