@@ -219,7 +219,7 @@ def _sharing(real: Callable[..., float], lowered: Callable[..., Any] | None) -> 
     run, and (``lowered``) its sync runs' layer times from ``lowered``."""
 
     def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
-        if run["method"] in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
+        if run["method"] in sv.BASELINES:
             return real(run, placement, cl, k)
         asynchronous = run["method"].endswith("-async")
         threads = inter_op_threads(k, (run.get("inflight") or k) if asynchronous else k)
@@ -232,11 +232,12 @@ def _sharing(real: Callable[..., float], lowered: Callable[..., Any] | None) -> 
     return sim
 
 
+@dataclasses.dataclass
 class _WaitingEngine(Engine):
     """An engine in which every forward or backward piece of a layer first waits ``excess[(direction, layer)]``
     seconds, holding nothing (``_excess_as_wait``)."""
 
-    excess: dict[tuple[str, str], float] = {}
+    excess: dict[tuple[str, str], float] = dataclasses.field(default_factory=dict)
 
     def add(self, task: Task) -> int:
         if task.kind is TaskKind.COMPUTE and task.name[:4] in ("fwd ", "bwd "):
@@ -251,16 +252,20 @@ def _excess_as_wait(real: Callable[..., float], lowered: Callable[..., Any]) -> 
     """``simulate_run`` with each model-parallel run's layers from ``lowered`` and what it shaved off each layer as a
     wait before every piece of that layer (:class:`_WaitingEngine`)."""
 
+    excess: dict[tuple[str, str], float] = {}  # of the layer times the simulation asked for last
+
     def layer_times(graph: Any, device: Any, *, batch: int) -> Any:
         whole, low = costs.layer_times(graph, device, batch=batch), lowered(graph, device, batch=batch)
-        _WaitingEngine.excess = {**{("fwd", n): whole.forward[n] - low.forward[n] for n in whole.forward},
-                                 **{("bwd", n): whole.backward[n] - low.backward[n] for n in whole.backward}}
+        excess.clear()
+        excess.update({**{("fwd", n): whole.forward[n] - low.forward[n] for n in whole.forward},
+                       **{("bwd", n): whole.backward[n] - low.backward[n] for n in whole.backward}})
         return low
 
     def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
-        if run["method"] in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
+        if run["method"] in sv.BASELINES:
             return real(run, placement, cl, k)
-        with mock.patch.object(simrun, "layer_times", layer_times), mock.patch.object(simrun, "Engine", _WaitingEngine):
+        waiting = mock.patch.object(simrun, "Engine", lambda: _WaitingEngine(excess=excess))
+        with mock.patch.object(simrun, "layer_times", layer_times), waiting:
             return real(run, placement, cl, k)
 
     return sim

@@ -55,6 +55,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 DEFAULT_MODELS = "minivgg:32:30,minires:32:30,vgg16:64:4"
 DEFAULT_BATCHES = {"vgg16": "8,16,32"}
 #: compare-run's strategies that run on local worker processes (MirroredStrategy does not: docs/comparison.md)
+#: the strategies that run the whole model on every device (no placement of its own)
+BASELINES = ("single", "sync-dp", "async-dp-1ps", "async-dp-dps")
 METHODS = ("single", "layerwise-async", "layerwise-sync", "coarse-async", "coarse-sync", "fine-async", "fine-sync",
            "sync-dp", "async-dp-1ps", "async-dp-dps")
 
@@ -134,7 +136,7 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
     from hgpart.simulate import Mode, SimOptions, SimPipeline, SimStrategy, simulate
 
     method, B = run["method"], run["batch_size"]
-    if method in ("single", "sync-dp", "async-dp-1ps", "async-dp-dps"):
+    if method in BASELINES:
         opts = SimOptions(batch_size=B, strategy=SimStrategy(method), devices=k, pipeline=SimPipeline.GRAPH)
         return simulate(_placement(placement), cluster, opts, hypergraph=_hypergraph(placement)).images_per_s
     mode = Mode.ASYNC if method.endswith("-async") else Mode.SYNC
