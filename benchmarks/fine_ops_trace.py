@@ -27,6 +27,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trace_vs_simulated import pipeline_args, train_args  # noqa: E402 - the benchmark next to this one
+
 #: op types by group; the first group that names an op's type takes it, the rest is "other"
 GROUPS: dict[str, tuple[str, ...]] = {
     "conv and matmul": ("Conv2D", "MatMul"),
@@ -60,10 +64,8 @@ def shares(trace: dict) -> dict[int, dict[str, float]]:
 
 def run_one(placement: Path, batch: int, steps: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-c", "from hgpart.cli import main; main()", "train", "-p", str(placement),
-               "--devices", "local", "--mode", "async", "--inflight", "3", "--pipeline", "compiled",
-               "--steps-per-call", "30", "-b", str(batch), "--steps", str(steps), "--data", "synthetic",
-               "--trace", tmp]
+        cmd = [sys.executable, "-c", "from hgpart.cli import main; main()",
+               *train_args(str(placement), pipeline_args("async", batch, 30, 3), steps, Path(tmp))]
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
             print(f"{placement}: hgpart train failed: {run.stderr.strip().splitlines()[-1:]}", flush=True)

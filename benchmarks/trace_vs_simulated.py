@@ -104,16 +104,27 @@ def simulated(folder: Path) -> tuple[dict[int, DeviceLine], float]:
     return {p: device_line(v, lo, hi, steps) for p, v in iv.items()}, steps
 
 
+def pipeline_args(mode: str, batch: int, steps_per_call: int, inflight: int) -> list[str]:
+    """The options of ``hgpart train`` and ``hgpart simulate`` for the compiled pipeline as the validation ran it:
+    async with ``inflight`` batches in flight, or sync with its default K micro-batches."""
+    pipe = ["--mode", mode, "--pipeline", "compiled", "--steps-per-call", str(steps_per_call), "-b", str(batch)]
+    return pipe + ["--inflight", str(inflight)] if mode == "async" else pipe
+
+
+def train_args(placement: str, pipe: list[str], steps: int, trace: Path) -> list[str]:
+    """``hgpart train``'s arguments for ``steps`` steps of ``placement`` on 2 local pinned workers, synthetic data,
+    traced into ``trace``."""
+    return ["train", "-p", placement, "--devices", "local", *pipe, "--steps", str(steps), "--data", "synthetic",
+            "--trace", str(trace)]
+
+
 def run_one(spec: str, cluster: str, spc: int, inflight: int, steps: int, work: Path) -> list[str]:
     """Train and simulate ``placement:mode:batch``; the lines it prints."""
     path, mode, batch = spec.rsplit(":", 2)
-    pipe = ["--mode", mode, "--pipeline", "compiled", "--steps-per-call", str(spc), "-b", batch]
-    if mode == "async":
-        pipe += ["--inflight", str(inflight)]
+    pipe = pipeline_args(mode, int(batch), spc, inflight)
     mdir, sdir = work / "measured", work / "simulated"
     env = dict(os.environ, COLUMNS="250")
-    out = subprocess.run(["hgpart", "train", "-p", path, "--devices", "local", *pipe, "--steps", str(steps),
-                          "--data", "synthetic", "--trace", str(mdir)], capture_output=True, text=True, env=env)
+    out = subprocess.run(["hgpart", *train_args(path, pipe, steps, mdir)], capture_output=True, text=True, env=env)
     got = RATE.search(out.stdout)
     if out.returncode or got is None:
         return [f"{spec}: hgpart train failed: {(out.stderr or out.stdout).strip().splitlines()[-1:]}"]
