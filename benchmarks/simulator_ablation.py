@@ -37,13 +37,16 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   a part that runs a share of a layer's filters (coarse) or of its filter x channel pairs (fine) is charged that
   share of the layer's time, fixed part included; here each such part pays ``a`` in full and its share of the
   rest, since the runtime runs every part's piece as an op of its own. The coarse and fine rows are printed.
-* ``workers' cores shared by their inter-op threads``: each model-parallel run's workers are cores that run up to
-  as many tasks at once as the runtime gives a worker inter-op threads (:func:`hgpart.runtime.api.inter_op_threads`
-  of the run's K and batches in flight), sharing the core's time between them (the engine's ``shared``
-  resources, processor sharing), as a traced worker runs 1.2-2.0 ops at once
-  (``benchmarks/results/trace_vs_simulated/``); the simulator runs one task at a time per device. Once alone,
-  once with the sync model-parallel runs' layers also brought down to the whole step (as above), since a worker
-  traced there spent less than the layers' sum on two micro-batches at once. The model-parallel rows are printed.
+* ``one op at a time per worker``: each model-parallel run's workers run one task at a time, in the order they
+  became ready, whatever the cluster file's ``device.ops_share_cores`` (the simulator's rule before 2026-11-30). With
+  it, a worker runs as many ready tasks at once as the runtime gives it inter-op threads
+  (:func:`hgpart.placement.inter_op_threads`), each at its share of the core (processor sharing), as a traced
+  worker runs several ops at once (``benchmarks/results/trace_vs_simulated/``). The model-parallel rows are printed;
+* ``sync model parallelism's layers brought down to the whole step``: as above, for the sync model-parallel runs
+  only, since a worker traced there spent less than the layers' sum on two micro-batches at once;
+* ``no fresh pieces``: the compiled async pipeline's pieces on the loss part read the weights the last step
+  updated (:func:`hgpart.placement.fresh_pieces`), so their forward waits for the last step's backward of the same
+  piece; here it does not (the simulator's rule before 2026-11-30). The async model-parallel rows are printed;
 * ``a layer's excess over the whole step as a wait that holds no core``: in each model-parallel run, the layers
   brought down to the whole step (as above), and every piece of a layer on a part waits, before it computes, for
   that layer's shaved excess in full, without holding its device (:class:`_WaitingEngine`): the fixed cost of an
@@ -68,7 +71,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
-from hgpart.runtime.api import inter_op_threads  # noqa: E402
 
 from hgpart.cluster import DeviceSpec, load_cluster  # noqa: E402
 from hgpart.profile import Profile  # noqa: E402
@@ -214,20 +216,25 @@ def _parts_pay_fixed(real: Callable[..., Any], fixed: dict[tuple[str, tuple[int,
     return mp_template
 
 
-def _sharing(real: Callable[..., float], lowered: Callable[..., Any] | None) -> Callable[..., float]:
-    """``simulate_run`` with each model-parallel run's worker cores shared by the runtime's inter-op threads of that
-    run, and (``lowered``) its sync runs' layer times from ``lowered``."""
+def _one_op(real: Callable[..., float]) -> Callable[..., float]:
+    """``simulate_run`` with every worker running one task at a time, whatever the cluster file's
+    ``ops_share_cores``."""
 
     def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
-        if run["method"] in sv.BASELINES:
+        with mock.patch.object(simrun, "Engine", lambda shared=None: Engine()):
             return real(run, placement, cl, k)
-        asynchronous = run["method"].endswith("-async")
-        threads = inter_op_threads(k, (run.get("inflight") or k) if asynchronous else k)
-        with mock.patch.object(simrun, "Engine", lambda: Engine(shared={f"dev{d}": threads for d in range(k)})):
-            if lowered is None or asynchronous:
-                return real(run, placement, cl, k)
-            with mock.patch.object(costs, "layer_times", lowered), mock.patch.object(simrun, "layer_times", lowered):
-                return real(run, placement, cl, k)
+
+    return sim
+
+
+def _sync_lowered(real: Callable[..., float], lowered: Callable[..., Any]) -> Callable[..., float]:
+    """``simulate_run`` with the sync model-parallel runs' layer times from ``lowered``."""
+
+    def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
+        if run["method"] in sv.BASELINES or run["method"].endswith("-async"):
+            return real(run, placement, cl, k)
+        with mock.patch.object(costs, "layer_times", lowered), mock.patch.object(simrun, "layer_times", lowered):
+            return real(run, placement, cl, k)
 
     return sim
 
@@ -264,7 +271,8 @@ def _excess_as_wait(real: Callable[..., float], lowered: Callable[..., Any]) -> 
     def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
         if run["method"] in sv.BASELINES:
             return real(run, placement, cl, k)
-        waiting = mock.patch.object(simrun, "Engine", lambda: _WaitingEngine(excess=excess))
+        waiting = mock.patch.object(simrun, "Engine", lambda shared=None: _WaitingEngine(shared=dict(shared or {}),
+                                                                                          excess=excess))
         with mock.patch.object(simrun, "layer_times", layer_times), waiting:
             return real(run, placement, cl, k)
 
@@ -340,15 +348,20 @@ def main(argv: list[str]) -> int:
         rows = sv.predict(out, cluster)
     lines.append(_summary(rows, "every part pays a layer's fixed cost"))
     lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine")))
-    for sync_lowered in (False, True):
-        rows = _with(_sharing(real_sim, lowered if sync_lowered else None), out, cluster)
-        lines.append(_summary(rows, "workers' cores shared by their inter-op threads"
-                              + (", sync model parallelism's layers brought down to the whole step"
-                                 if sync_lowered else "")))
-        lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine", "layerwise")))
+    mp = ("coarse", "fine", "layerwise")
+    rows = _with(_one_op(real_sim), out, cluster)
+    lines.append(_summary(rows, "one op at a time per worker"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
+    rows = _with(_sync_lowered(real_sim, lowered), out, cluster)
+    lines.append(_summary(rows, "sync model parallelism's layers brought down to the whole step"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
+    with mock.patch.object(mpgraph, "_fresh_units", lambda *a: frozenset()):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "no fresh pieces"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(mp) and r["strategy"].endswith("async"))
     rows = _with(_excess_as_wait(real_sim, lowered), out, cluster)
     lines.append(_summary(rows, "a layer's excess over the whole step as a wait that holds no core"))
-    lines += _rows(rows, lambda r: r["strategy"].startswith(("coarse", "fine", "layerwise")))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)

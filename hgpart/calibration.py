@@ -336,6 +336,11 @@ def _device_entry(cal: Calibration, by: str, base: Path | None) -> dict[str, Any
                                      "bytes over the median time",
         },
     }
+    device["ops_share_cores"] = True
+    device["sources"]["ops_share_cores"] = (
+        f"the runtime: each local worker runs up to its inter-op threads' ops at once (at least 4, "
+        f"hgpart.placement.inter_op_threads) on its {cal.cores_per_device} pinned core(s), which they share; a traced "
+        "worker runs several ops at once (benchmarks/results/trace_vs_simulated/)")
     if cal.call_seconds is not None:
         device["call_overhead_us"] = cal.call_seconds * 1e6
         device["sources"]["call_overhead_us"] = (

@@ -109,6 +109,9 @@ class DeviceSpec:
     step_calls: tuple[CallCost, ...] = ()
     #: measured client CPU per step call, by model and batch size (empty: the client has cores of its own)
     client_cpu: tuple[ClientCpuCost, ...] = ()
+    #: the runtime's inter-op threads run several ops at once on the device's cores, sharing them (a CPU worker);
+    #: False: one op at a time (a GPU's stream)
+    ops_share_cores: bool = False
 
     def client_seconds(self, model: str, input_shape: Sequence[int], batch: int) -> ClientCpuCost | None:
         """The measured client CPU of ``model`` at ``input_shape`` and the batch size nearest ``batch`` (by ratio),
@@ -294,7 +297,8 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                         client_cpu=tuple(ClientCpuCost(str(c["model"]), tuple(int(v) for v in c["input"]),
                                                    int(c["batch_size"]), float(c["step_us"]) * 1e-6,
                                                    float(c["async_call_us"]) * 1e-6)
-                                         for c in dev.get("client_cpu", ())))
+                                         for c in dev.get("client_cpu", ())),
+                        ops_share_cores=bool(dev.get("ops_share_cores", False)))
     links = d["links"]
     intra = _link(links.get("intra_node"), PortOwner.DEVICE)
     inter = _link(links.get("inter_node"), PortOwner.NODE)

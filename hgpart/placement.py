@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import zlib
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ __all__ = [
     "decode_parts",
     "default_placement_path",
     "pipeline_runs",
+    "fresh_pieces",
+    "inter_op_threads",
     "default_inflight",
     "schema",
 ]
@@ -447,6 +450,25 @@ def pipeline_runs(layers: list[tuple[str, list[int]]], loss_part: int) -> list[t
     return runs
 
 
+def fresh_pieces(graph: LayerGraph, layout: Mapping[str, Collection[int]], pieces: Iterable[tuple[str, int]],
+                 loss_part: int) -> set[tuple[str, int]]:
+    """The (layer, part) pieces whose update follows each step's gradients at once in the compiled async pipeline:
+    those on the loss part, except a whole layer there whose output reaches another part (it runs ahead of the
+    loss, as the first parts do). A split layer's piece on the loss part stays fresh. Their forward of step ``i``
+    reads the weights step ``i - 1`` updated, so it waits for that step's backward of the same piece.
+
+    ``layout``: the parts holding columns of each layer's output; ``pieces``: every (layer, part) holding
+    variables. One rule for the runtime (:func:`hgpart.runtime.multistep.fresh_pieces`, which says why) and the
+    simulator (:meth:`hgpart.simulate.mpgraph.MPTemplate`'s ``fresh`` units).
+    """
+    readers = graph.consumers()
+    reaches: dict[str, bool] = {}  # whether a layer's output reaches a piece off the loss part
+    for layer in reversed(graph.layers):
+        reaches[layer.name] = any(set(layout[r]) - {loss_part} or reaches[r] for r in readers[layer.name])
+    return {(name, p) for name, p in pieces
+            if p == loss_part and (set(layout[name]) != {loss_part} or not reaches[name])}
+
+
 #: training steps per call of the runtime's ``compiled`` pipeline when none are asked for (the runtime's
 #: :mod:`hgpart.runtime.multistep` and the simulator use it). A call drains the pipeline at its end, so longer calls
 #: waste less (``benchmarks/results/steps_per_call/``: minivgg measured at 16, 32 and 64); a call never has more
@@ -474,6 +496,13 @@ def default_inflight(k: int, stages: int, *, compiled: bool = False) -> int:
     if compiled:
         return k + 1 if k > 1 else 1
     return min(stages, k + 1) if stages > 0 else k
+
+
+def inter_op_threads(k: int, inflight: int | None) -> int:
+    """Inter-op threads of each device the runtime opens: one more than the batches in flight asked for, or than
+    the most the default can be (K + 1, :func:`default_inflight`); at least 4. So many ops a worker runs at once,
+    sharing its cores (the simulator's ``ops_share_cores`` devices). One rule for the runtime and the simulator."""
+    return max(4, (inflight or k + 1) + 1)
 
 
 def load_placement(path: str | Path) -> Placement:

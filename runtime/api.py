@@ -57,7 +57,7 @@ from hgpart.runtime.strategy import Schedule
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.fileio import check_writable
 from hgpart.notes import HgpartNote
-from hgpart.placement import Placement, load_placement
+from hgpart.placement import Placement, inter_op_threads, load_placement
 
 __all__ = ["PartitionedModel", "History", "FitRow", "Segment", "plan_segments", "PipelineChoice", "inter_op_threads"]
 
@@ -144,12 +144,6 @@ class _FitPlan:
         if self.schedule is Schedule.SYNC:
             return 1
         return self.inflight if self.inflight_given else None
-
-
-def inter_op_threads(k: int, inflight: int | None) -> int:
-    """Inter-op threads of each device: one more than the batches in flight asked for, or than the most the
-    default can be (K + 1, :func:`hgpart.placement.default_inflight`); at least 4."""
-    return max(4, (inflight or k + 1) + 1)
 
 
 class PartitionedModel:

@@ -51,6 +51,7 @@ from hgpart.runtime.step import restoring
 
 from hgpart.errors import HgpartError
 from hgpart.placement import STEPS_PER_CALL
+from hgpart.placement import fresh_pieces as placement_fresh_pieces
 
 __all__ = ["MultiStep", "Block", "fresh_pieces", "call_sizes", "run_calls", "STEPS_PER_CALL"]
 
@@ -80,13 +81,9 @@ def fresh_pieces(pm: PlacedModel) -> set[tuple[str, int]]:
     """The (layer, part) pieces whose update follows each step's gradients at once in the compiled pipeline: those
     on the loss part, except a whole layer there whose output reaches another part (it runs ahead of the loss, as
     the first parts do). A split layer's piece on the loss part stays fresh: such layers exchange pieces at every
-    layer and do not pipeline, and making them stale did not converge (see the module docstring)."""
-    graph, lp = pm.graph, pm.loss_part
-    readers = graph.consumers()
-    reaches: dict[str, bool] = {}  # whether a layer's output reaches a piece off the loss part
-    for layer in reversed(graph.layers):
-        reaches[layer.name] = any(set(pm.layout[r]) - {lp} or reaches[r] for r in readers[layer.name])
-    return {(name, p) for name, p in pm.pieces if p == lp and (set(pm.layout[name]) != {lp} or not reaches[name])}
+    layer and do not pipeline, and making them stale did not converge (see the module docstring). The rule is
+    :func:`hgpart.placement.fresh_pieces`, which the simulator shares."""
+    return placement_fresh_pieces(pm.graph, pm.layout, pm.pieces, pm.loss_part)
 
 
 class MultiStep:

@@ -97,6 +97,7 @@ def test_the_document_describes_pinned_workers_and_cites_every_figure() -> None:
     assert c.device.rate_flops == pytest.approx(40e9) and c.device.memory_bytes == pytest.approx(8 * 2**30)
     assert c.intra is not None and c.intra.bandwidth == pytest.approx(2e9) and c.intra.port_per is PortOwner.DEVICE
     assert c.intra.latency == pytest.approx(50e-6, rel=1e-6)
+    assert c.device.ops_share_cores and "inter-op threads" in doc["device"]["sources"]["ops_share_cores"]
     assert set(doc["device"]["sources"]) >= {"peak_TFLOPs", "efficiency", "memory_GiB", "memory_bandwidth_GBps"}
     assert "hgpart calibrate" in doc["device"]["sources"]["peak_TFLOPs"] and "fc (dense" in \
         doc["device"]["sources"]["peak_TFLOPs"]

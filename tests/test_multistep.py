@@ -15,12 +15,15 @@ import pytest
 from hgpart.runtime.api import PartitionedModel
 from hgpart.runtime.multistep import MultiStep, call_sizes, fresh_pieces
 from hgpart.runtime.pipechoice import choose_pipeline
-from test_stages import DS, B, _data, _placement
+from test_stages import DS, B, _data, _placement, _random
 
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import build_hypergraph
+from hgpart.kinds import Role
 from hgpart.partitioners._units import vertex_units
 from hgpart.placement import Placement
+from hgpart.simulate.costs import LayerTimes
+from hgpart.simulate.mpgraph import mp_template, template_fresh_pieces
 
 
 def _fit(pipeline: str, inflight: int, steps: int, *, mode: str = "async", spc: int = 4, model: str = "minivgg",
@@ -206,3 +209,23 @@ def test_a_compiled_runs_trace_shows_the_compiled_calls_it_times(tmp_path, mode:
     assert steps == {"step0", "step1"}, steps  # both steps of a call, each under its own scope
     assert {e["pid"] for e in spans} == {0, 1}
     assert len(res.device_busy) == 2 and all(0 < b <= 1 for b in res.device_busy)
+
+
+@pytest.mark.parametrize("case", ["minires layerwise", "minires fine kahypar", "minires fine random",
+                                  "minivgg coarse random"])
+def test_the_simulator_holds_the_same_pieces_fresh_as_the_compiled_pipeline(case: str) -> None:
+    """The units whose forward the simulator makes wait for the last step's backward of the same piece are exactly
+    the pieces the runtime's compiled pipeline updates right after each step's gradients."""
+    model, how = case.split(" ", 1)
+    pl = {"layerwise": lambda: _placement(model), "fine kahypar": lambda: _placement(model, "kahypar", "fine"),
+          "fine random": lambda: _random(model, "fine"), "coarse random": lambda: _random(model, "coarse")}[how]()
+    placed = PartitionedModel.from_placement(pl, device_set=DS, seed=0).placed
+    runtime = fresh_pieces(placed)
+    names = [layer.name for layer in pl.graph.layers]
+    tpl = mp_template(pl, LayerTimes({n: 1e-3 for n in names}, {n: 2e-3 for n in names}, B, "test"),
+                      micro_batch=B)
+    assert template_fresh_pieces(pl, tpl.units) == runtime
+    vertex = {layer.name for layer in pl.graph.layers if layer.definition.role is Role.VERTEX}
+    held = {(tpl.units[u].layer, tpl.units[u].part) for u in tpl.fresh}  # the units that wait
+    assert {piece for piece in runtime if piece[0] in vertex} <= held <= {(u.layer, u.part) for u in tpl.units}
+    assert runtime and runtime < placed.pieces  # some pieces run ahead, some do not

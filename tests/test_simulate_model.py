@@ -382,3 +382,23 @@ def test_a_profiles_layers_are_lifted_to_its_own_whole_step_never_lowered(tmp_pa
     assert times.total() == pytest.approx(factor * layers_ms / 1000.0, rel=1e-9)
     assert times.backward["conv1"] == pytest.approx(factor * costs[1].backward_ms / 1000.0, rel=1e-9)
     assert ("to its whole step" in times.source) == (factor > 1.0)
+
+
+def test_a_device_whose_ops_share_its_cores_runs_a_parts_ready_tasks_at_once() -> None:
+    """``device.ops_share_cores``: a part's ready tasks run at once on its device, each at its share of the speed,
+    so their intervals overlap and no work is added; without it a device runs one task at a time."""
+    pl = _placement(branching_network, k=2, grain="fine", seed=2)
+    opts = SimOptions(batch_size=8, inflight=3, mode=Mode.ASYNC, jobs=12)
+
+    def most_at_once(res: Any) -> int:
+        most = 0
+        for d in range(2):
+            ends = sorted((t.start, t.end) for t in res.tasks if t.kind is TaskKind.COMPUTE and t.device == d)
+            most = max([most] + [sum(1 for s, e in ends if s < a < e) + 1 for a, _ in ends])
+        return most
+
+    alone, shared = (simulate(pl, _cluster(ops_share_cores=flag), opts) for flag in (False, True))
+    assert most_at_once(alone) == 1
+    assert 2 <= most_at_once(shared) <= 4  # the runtime's inter-op threads: 4
+    work = [sum(t.duration for t in r.tasks if t.kind is TaskKind.COMPUTE) for r in (alone, shared)]
+    assert work[0] == pytest.approx(work[1], rel=1e-12)

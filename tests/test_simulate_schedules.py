@@ -47,7 +47,7 @@ def _by_name(eng: Engine) -> dict[str, Task]:
 
 def _two_stage() -> MPTemplate:
     # stage 0 on part 0, stage 1 on part 1: forward 1 s, backward 2 s each; one 32-byte map from stage 0 to 1
-    units = [Unit("s0", 0, 1.0, 2.0, False), Unit("s1", 1, 1.0, 2.0, False)]
+    units = [Unit("s0", "s0", 0, 1.0, 2.0, False), Unit("s1", "s1", 1, 1.0, 2.0, False)]
     return MPTemplate(k=2, micro_batch=8, units=units, messages=[Message(0, 1, 32.0, (1,))], local=[],
                       part_params=[0.0, 0.0])
 
@@ -401,3 +401,19 @@ def test_without_shared_resources_the_engine_is_exclusive() -> None:
     a = eng.add(Task("a", TaskKind.COMPUTE, 1.0, ("core",)))
     b = eng.add(Task("b", TaskKind.COMPUTE, 3.0, ("core",)))
     assert eng.run() == 4.0 and eng.tasks[a].end == 1.0 and eng.tasks[b].start == 1.0
+
+
+def test_a_fresh_piece_reads_the_weights_of_the_last_steps_update() -> None:
+    # the compiled test above without the 1F1B gate, stage 1 (the loss part's) fresh: its forward of job 1 waits for
+    # its backward of job 0, as the gate made it wait there. call 0 [0, 0.25]; dev1: F s1 b0 [1.75, 2.75],
+    # B s1 b0 [2.75, 4.75]; at 4.75 U1_0 and F s1 b1 are ready, the older batch first: U1_0 [4.75, 5],
+    # F s1 b1 [5, 6], B s1 b1 [6, 8]. Without it, F s1 b1 runs at 2.75, before B s1 b0
+    fresh = dataclasses.replace(_two_stage(), fresh=frozenset({1}))
+    for tpl, expect in ((fresh, {"fwd s1 b1": (5.0, 6.0), "bwd s1 b0": (2.75, 4.75), "bwd s1 b1": (6.0, 8.0)}),
+                        (_two_stage(), {"fwd s1 b1": (2.75, 3.75), "bwd s1 b0": (3.75, 5.75)})):
+        wl = ModelParallel(tpl, [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.ASYNC, inflight=2,
+                           call_s=0.25, steps_per_call=2)
+        eng = Engine()
+        run_jobs(eng, wl, jobs=4)
+        t = _by_name(eng)
+        assert {name: (t[name].start, t[name].end) for name in expect} == expect

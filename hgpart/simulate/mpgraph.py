@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hgpart.hypergraph import BROADCAST, Grain, Hypergraph, build_hypergraph
-from hgpart.placement import Placement
+from hgpart.kinds import Role
+from hgpart.placement import Placement, fresh_pieces
 from hgpart.simulate.costs import LayerTimes
 from hgpart.simulate.engine import Engine, Task, TaskKind
 
@@ -37,6 +38,7 @@ class Unit:
     """The share of one vertex block on one part."""
 
     label: str  # "<layer>" or "<layer>/<role>" for fine-grain blocks
+    layer: str
     part: int
     forward: float
     backward: float
@@ -65,6 +67,9 @@ class MPTemplate:
     part_params: list[float]
     hg: Hypergraph | None = field(default=None, repr=False, compare=False)  # built at micro_batch (for memory)
     parts: np.ndarray | None = field(default=None, repr=False, compare=False)  # part of every vertex of hg
+    #: the units of the pieces the compiled async pipeline updates right after each step's gradients
+    #: (:func:`hgpart.placement.fresh_pieces`): a step's forward of such a unit waits for the last step's backward
+    fresh: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -73,6 +78,8 @@ class BatchTasks:
 
     loss: int
     backward_of_part: dict[int, list[int]]
+    #: per unit, its backward task (-1 for the input's units, which have none)
+    backward: list[int] = field(default_factory=list)
     #: per part, the backward of its units that read from another part: the gradients it sends back
     cross_backward: dict[int, list[int]] = field(default_factory=dict)
 
@@ -143,10 +150,48 @@ def mp_template(placement: Placement, times: LayerTimes, *, micro_batch: int) ->
     for u in present:
         blk = hg.blocks[int(u) // k]
         label = blk.layer if blk.role in ("filter", "input") else f"{blk.layer}/{blk.role}"
-        units.append(Unit(label, int(u) % k, float(fw[u]), float(bw[u]), blk.role == "input"))
+        units.append(Unit(label, blk.layer, int(u) % k, float(fw[u]), float(bw[u]), blk.role == "input"))
     msgs, local = _edges(hg, parts, unit_index[key], k)
     params = np.bincount(parts, weights=hg.vertex_params, minlength=k)
-    return MPTemplate(k, micro_batch, units, msgs, local, [float(p) for p in params], hg=hg, parts=parts)
+    return MPTemplate(k, micro_batch, units, msgs, local, [float(p) for p in params], hg=hg, parts=parts,
+                      fresh=_fresh_units(placement, units))
+
+
+def template_fresh_pieces(placement: Placement, units: Sequence[Unit]) -> set[tuple[str, int]]:
+    """:func:`hgpart.placement.fresh_pieces` of ``placement``: a vertex layer's piece is its units on one part, and
+    a fused layer with weights (BatchNorm) has a piece on every part owning some of its channels."""
+    owner = placement.channel_parts()
+    layout = {name: set(np.unique(parts).tolist()) for name, parts in owner.items()}
+    pieces = {(u.layer, u.part) for u in units}
+    for layer in placement.graph.layers:
+        if layer.definition.weights and layer.definition.role is Role.FUSED:
+            pieces |= {(layer.name, p) for p in layout[layer.name]}
+    weighted = {layer.name for layer in placement.graph.layers if layer.definition.weights}
+    pieces = {(name, p) for name, p in pieces if name in weighted}
+    return fresh_pieces(placement.graph, layout, pieces, placement.loss_part(owner))
+
+
+def _fresh_units(placement: Placement, units: Sequence[Unit]) -> frozenset[int]:
+    """The units that read a fresh piece's weights: a vertex layer's own units on the piece's part; for a fused
+    layer, the units on that part of the vertex layers whose outputs it reads, which the hypergraph charges it to."""
+    anchors: dict[str, set[str]] = {}
+    for layer in placement.graph.layers:
+        role = layer.definition.role
+        if role in (Role.INPUT, Role.VERTEX):
+            anchors[layer.name] = {layer.name}
+        elif role is Role.CONCAT:
+            anchors[layer.name] = set().union(*(anchors[s] for s in layer.inputs))
+        else:
+            anchors[layer.name] = anchors[layer.inputs[0]]
+    fresh = template_fresh_pieces(placement, units)
+    out = set()
+    for i, u in enumerate(units):
+        if (u.layer, u.part) in fresh:
+            out.add(i)
+        elif not u.label.endswith("/channel") and any((name, u.part) in fresh and u.layer in anchors[name]
+                                                      for name, _ in fresh):
+            out.add(i)
+    return frozenset(out)
 
 
 def _common_ratio(fwd: dict[str, float], bwd: dict[str, float]) -> float | None:
@@ -187,7 +232,8 @@ class _Builder:
         return self.eng.add(Task(name, TaskKind.SEND, seconds, ports, device=a, peer=b, batch=self.batch,
                                  deps=tuple(deps), nbytes=nbytes))
 
-    def forward(self, after: Sequence[int], gate: Mapping[int, Sequence[int]]) -> tuple[list[int], list[int]]:
+    def forward(self, after: Sequence[int], gate: Mapping[int, Sequence[int]],
+                fresh_after: Mapping[int, int]) -> tuple[list[int], list[int]]:
         tpl = self.tpl
         f: list[int] = []
         t: list[int] = [-1] * len(tpl.messages)
@@ -196,6 +242,8 @@ class _Builder:
             deps = [f[a] for a in self.in_local[u]] + [t[m] for m in self.in_msgs[u]]
             if self.in_msgs[u]:
                 deps += gate.get(unit.part, ())
+            if u in fresh_after:
+                deps.append(fresh_after[u])
             f.append(self.eng.add(Task(f"fwd {unit.label}{self.tag}", TaskKind.COMPUTE, unit.forward, (res,),
                                        device=dev, batch=self.batch, deps=tuple(deps or after))))
             for m in self.out_msgs[u]:
@@ -225,13 +273,14 @@ class _Builder:
 
 
 def add_batch(eng: Engine, tpl: MPTemplate, place: Placer, route: Router, *, batch: int,
-              after: Sequence[int] = (), tag: str = "", gate: Mapping[int, Sequence[int]] | None = None
-              ) -> BatchTasks:
+              after: Sequence[int] = (), tag: str = "", gate: Mapping[int, Sequence[int]] | None = None,
+              fresh_after: Mapping[int, int] | None = None) -> BatchTasks:
     """Add the forward, transfers and backward of one (micro-)batch; its first tasks wait for ``after``.
     ``gate[p]``: tasks every forward of part ``p`` that reads from another part also waits for (the runtime's
-    1F1B order in one compiled call, :class:`hgpart.runtime.partitioned.CrossGate`)."""
+    1F1B order in one compiled call, :class:`hgpart.runtime.partitioned.CrossGate`). ``fresh_after[u]``: a task
+    the forward of unit ``u`` also waits for (the last step's backward of a fresh unit, :attr:`MPTemplate.fresh`)."""
     bld = _Builder(eng, tpl, place, route, batch, tag)
-    f, _ = bld.forward(after, gate or {})
+    f, _ = bld.forward(after, gate or {}, fresh_after or {})
     outputs = [f[u] for u in range(len(tpl.units)) if not bld.out_local[u] and not bld.out_msgs[u]]
     loss = eng.add(Task(f"loss{tag}", TaskKind.MARK, 0.0, batch=batch, deps=tuple(outputs)))
     b = bld.backward(f, loss)
@@ -242,4 +291,4 @@ def add_batch(eng: Engine, tpl: MPTemplate, place: Placer, route: Router, *, bat
             per_part.setdefault(unit.part, []).append(b[u])
             if bld.in_msgs[u]:
                 cross.setdefault(unit.part, []).append(b[u])
-    return BatchTasks(loss, per_part, cross)
+    return BatchTasks(loss, per_part, cross_backward=cross, backward=b)

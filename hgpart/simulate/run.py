@@ -33,7 +33,7 @@ from hgpart.fileio import write_json
 from hgpart.hypergraph import Hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
-from hgpart.placement import STEPS_PER_CALL, Placement, default_inflight
+from hgpart.placement import STEPS_PER_CALL, Placement, default_inflight, inter_op_threads
 from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds
 from hgpart.simulate.engine import Engine, Task
 from hgpart.simulate.mpgraph import MPTemplate, mp_template
@@ -231,6 +231,8 @@ class _Built:
     memory: list[DeviceMemory]
     inflight: int
     source: str
+    #: the engine's processor-sharing resources: a device's compute, by how many tasks it runs at once
+    shared: dict[str, int] = field(default_factory=dict)
 
 
 def model_memory_settings(opts: SimOptions, batch: int, pl: Placement) -> MemorySettings:
@@ -297,8 +299,11 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     settings = model_memory_settings(opts, batch, pl)
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
     cap = cluster.device.memory_bytes
+    # a CPU worker runs as many of a part's ready tasks at once as the runtime gives it inter-op threads
+    threads = inter_op_threads(k, opts.inflight or None)
+    shared = {wl.where.compute(d): threads for d in range(k * reps)} if cluster.device.ops_share_cores else {}
     return _Built(wl, [DeviceMemory.of(r * k + p, m, cap) for r in range(reps) for p, m in enumerate(mem)], n,
-                  times.source)
+                  times.source, shared)
 
 
 def _part_updates(tpl: MPTemplate, graph: LayerGraph, per_layer: dict[str, float]) -> list[float]:
@@ -425,7 +430,7 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: H
     wl, mem, inflight = built.workload, built.memory, built.inflight
     # enough for a steady state; the compiled pipeline's calls drain the window, so at least four calls
     jobs = opts.jobs or max(8, 4 * wl.slots, 4 * _per_call(opts))
-    eng = Engine()
+    eng = Engine(shared=built.shared)
     run = run_jobs(eng, wl, jobs=jobs)
     ips = run.images_per_s()
     step = batch / ips if ips > 0 else math.inf

@@ -192,6 +192,8 @@ class ModelParallel:
     _calls: dict[int, tuple[tuple[int, ...], list[int]]] = field(default_factory=dict, repr=False)
     #: the gate of the next job: (its call, per part the tasks its cross-part reads wait for)
     _gate: tuple[int, dict[int, list[int]]] = field(default=(-1, {}), repr=False)
+    #: the last job's backward of the template's fresh units: (its call, unit -> task)
+    _fresh: tuple[int, dict[int, int]] = field(default=(-1, {}), repr=False)
 
     def __post_init__(self) -> None:
         if self.replicas > 1 and self.mode is not Mode.SYNC:
@@ -220,14 +222,19 @@ class ModelParallel:
         gating = self.gated and self.steps_per_call > 0 and self.mode is Mode.ASYNC and self.inflight > 1 and k > 1
         call = job // max(1, self.steps_per_call)
         gate = self._gate[1] if gating and self._gate[0] == call else {}  # a call starts with no gate
+        # compiled async: the loss part's fresh pieces read the weights the last step updated
+        freshness = self.steps_per_call > 0 and self.mode is Mode.ASYNC and self.inflight > 1 and k > 1
+        fresh_after = self._fresh[1] if freshness and self._fresh[0] == call else {}
         for r in range(self.replicas):
             place = self._placer(r)
             for m in range(micro):
                 tag = (f" r{r}" if self.replicas > 1 else "") + f" b{job}" + (f".{m}" if micro > 1 else "")
                 bt = add_batch(eng, self.tpl, place, self.where.transfer, batch=job, tag=tag, after=after,
-                               gate=gate)
+                               gate=gate, fresh_after=fresh_after)
                 if gating:
                     self._gate = (call, bt.cross_backward)
+                if freshness:
+                    self._fresh = (call, {u: bt.backward[u] for u in self.tpl.fresh if bt.backward[u] >= 0})
                 for p, ids in bt.backward_of_part.items():
                     back.setdefault((r, p), []).extend(ids)
         ups = []
@@ -253,6 +260,7 @@ class ModelParallel:
         if job == 0:  # a new run
             self._calls.clear()
             self._gate = (-1, {})
+            self._fresh = (-1, {})
         c = job // self.steps_per_call
         if c not in self._calls:  # the first job of call c: the call waits for every job of call c - 1
             prev = self._calls.pop(c - 1, ((), []))[1]
