@@ -71,8 +71,8 @@ class Traffic:
 
 
 def graph_devices(graph: Any, host: str = "") -> dict[str, str]:
-    """Device of every op of a traced function's graph (what a profiler trace's kernels map to); the placeholders
-    of its captured variables, and reads of them, take the variable's device, its arguments the host's."""
+    """Device of every op of a traced function's graph (what a profiler trace's kernels map to); the ``Placeholder``
+    ops of its captured variables, and reads of them, take the variable's device, its arguments the host's."""
     var_devices = {id(internal): (getattr(ext, "device", "") or "") for ext, internal in graph.captures}
     dev: dict[str, str] = {}
     for op in graph.get_operations():

@@ -184,14 +184,9 @@ def _fresh_units(placement: Placement, units: Sequence[Unit]) -> frozenset[int]:
         else:
             anchors[layer.name] = anchors[layer.inputs[0]]
     fresh = template_fresh_pieces(placement, units)
-    out = set()
-    for i, u in enumerate(units):
-        if (u.layer, u.part) in fresh:
-            out.add(i)
-        elif not u.label.endswith("/channel") and any((name, u.part) in fresh and u.layer in anchors[name]
-                                                      for name, _ in fresh):
-            out.add(i)
-    return frozenset(out)
+    held = {(a, p) for name, p in fresh for a in anchors[name] if a != name}  # fused pieces' output units
+    return frozenset(i for i, u in enumerate(units)
+                     if (u.layer, u.part) in fresh or (not u.label.endswith("/channel") and (u.layer, u.part) in held))
 
 
 def _common_ratio(fwd: dict[str, float], bwd: dict[str, float]) -> float | None:

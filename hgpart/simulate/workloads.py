@@ -219,11 +219,11 @@ class ModelParallel:
         k = self.tpl.k
         back: dict[tuple[int, int], list[int]] = {}  # (replica, part) -> its backward tasks
         after = self._start(eng, job)
-        gating = self.gated and self.steps_per_call > 0 and self.mode is Mode.ASYNC and self.inflight > 1 and k > 1
+        # compiled async with steps overlapping: the loss part's fresh pieces read the weights the last step updated
+        freshness = self.steps_per_call > 0 and self.mode is Mode.ASYNC and self.inflight > 1 and k > 1
+        gating = self.gated and freshness
         call = job // max(1, self.steps_per_call)
         gate = self._gate[1] if gating and self._gate[0] == call else {}  # a call starts with no gate
-        # compiled async: the loss part's fresh pieces read the weights the last step updated
-        freshness = self.steps_per_call > 0 and self.mode is Mode.ASYNC and self.inflight > 1 and k > 1
         fresh_after = self._fresh[1] if freshness and self._fresh[0] == call else {}
         for r in range(self.replicas):
             place = self._placer(r)
