@@ -51,7 +51,12 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   brought down to the whole step (as above), and every piece of a layer on a part waits, before it computes, for
   that layer's shaved excess in full, without holding its device (:class:`_WaitingEngine`): the fixed cost of an
   op as a wait that other work may overlap, which a device running one op at a time pays in full. The
-  model-parallel rows are printed.
+  model-parallel rows are printed;
+* ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
+  data-parallel worker's call is charged on a core, but the call does not wait for it (the simulator's rule before
+  2026-11-30 pm); its rows are printed;
+* ``the client's work of two calls at once``: the client's work of the async data-parallel workers' calls does not
+  hold the client's interpreter, so two step threads' work runs at once on two cores; its rows are printed.
 
 Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
 """
@@ -279,6 +284,23 @@ def _excess_as_wait(real: Callable[..., float], lowered: Callable[..., Any]) -> 
     return sim
 
 
+_client_add = workloads.ClientWork.add
+
+
+def _client_beside(self: Any, *args: Any) -> None:
+    """The client's work charged on a core, nothing waiting for it."""
+    _client_add(self, *args)
+    return None
+
+
+def _client_any_thread(self: Any, eng: Engine, *args: Any) -> int | None:
+    """The client's work, without the client's interpreter."""
+    tid = _client_add(self, eng, *args)
+    if tid is not None:
+        eng.tasks[tid].resources = tuple(r for r in eng.tasks[tid].resources if r != workloads.INTERPRETER)
+    return tid
+
+
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
     with mock.patch.object(sv, "simulate_run", sim):
         return sv.predict(out, cluster)
@@ -362,6 +384,12 @@ def main(argv: list[str]) -> int:
     rows = _with(_excess_as_wait(real_sim, lowered), out, cluster)
     lines.append(_summary(rows, "a layer's excess over the whole step as a wait that holds no core"))
     lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
+    for patch, label in ((_client_beside, "async data-parallel calls not waiting for the client's work"),
+                         (_client_any_thread, "the client's work of two calls at once")):
+        with mock.patch.object(workloads.ClientWork, "add", patch):
+            rows = sv.predict(out, cluster)
+        lines.append(_summary(rows, label))
+        lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)

@@ -10,7 +10,8 @@ What it does, in this order, each step in its own process:
 
 1. ``hgpart calibrate`` into ``OUT/cluster_this-machine.json`` (unless ``--cluster`` names a calibrated file): the
    compute rate, the link between two pinned local workers and the memory bandwidth, and (``--profile``) this
-   machine's one-core profiles of every model measured below at every batch size measured, into ``OUT/profiles/``.
+   machine's one-core profiles of every model measured below at every batch size measured and at half of it (the
+   batch of each of data parallelism's two replicas), into ``OUT/profiles/``.
    Nothing else calibrates the simulator; it is never fitted to the runs below.
 2. For every model and batch size, a child process opens 2 local workers (one pinned core each) and runs the
    measured comparison (:func:`hgpart.compare.measured.run_measured`, as ``hgpart compare-run --devices local``
@@ -52,7 +53,7 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-DEFAULT_MODELS = "minivgg:32:30,minires:32:30,vgg16:64:4"
+DEFAULT_MODELS = "minivgg:32:30,minires:32:30,vgg16:64:8"
 DEFAULT_BATCHES = {"vgg16": "8,16,32"}
 #: compare-run's strategies that run on local worker processes (MirroredStrategy does not: docs/comparison.md)
 #: the strategies that run the whole model on every device (no placement of its own)
@@ -299,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     loads = [loadavg()]
     t0 = time.perf_counter()
     specs = [spec.split(":") for spec in args.models.split(",")]
-    every_batch = sorted({b for model, _, _ in specs for b in _batches(model, args.batch_sizes)})
+    # the replicas of data parallelism run B / 2 each: profiled too, so that no layer time is scaled from another batch
+    every_batch = sorted({c for model, _, _ in specs for b in _batches(model, args.batch_sizes) for c in (b, b // 2)})
     cluster_path = args.cluster or calibrate(args.out, [(m, size) for m, size, _ in specs], every_batch)
     if not args.skip_measure:
         for rep in args.repeats.split(","):

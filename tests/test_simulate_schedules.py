@@ -17,6 +17,7 @@ from hgpart.simulate.mpgraph import Message, MPTemplate, Unit
 from hgpart.simulate.run import ClusterDevices
 from hgpart.simulate.timeline import critical_path, device_times
 from hgpart.simulate.workloads import (
+    INTERPRETER,
     AsyncDataParallel,
     ClientWork,
     Mode,
@@ -298,12 +299,14 @@ def test_concurrent_async_data_parallel_workers_pay_latency_per_tensor_and_a_lin
     assert held["pull p0->w1 j1"].resources == ("out0", "in1", "dev0", "dev1")
 
 
-def test_the_clients_work_takes_whichever_core_is_free() -> None:
+def test_an_async_workers_call_waits_for_the_clients_work_which_takes_turns_and_a_free_core() -> None:
     # one parameter server (device 0) with 16 parameters: the pull and the push take 0.25 + 64 / 128 = 0.75 on a free
-    # link; each call costs the client 0.5 s of CPU on one of the two cores, a spare one first, the caller's last.
-    # t=0: client w0 j0 takes dev1 [0, .5]; fwd w0 j0 dev0 [0, 1]; client w1 j1 waits (both busy); pull [0, .75]
-    # client w1 j1 takes dev1 [.5, 1]; fwd w1 j1 (ready at .75) waits for it: [1, 2]; bwd w0 j0 [1, 2]
-    # update from w0 [2, 2.5]; bwd w1 j1 [2, 3]; push [3, 3.75]; update from w1 on the server [3.75, 4.25]
+    # link; each call costs the client 0.5 s of CPU on one of the two cores, a spare one first, the caller's last,
+    # holding the client's interpreter; a worker's call starts once its client work is done.
+    # t=0: client w0 j0 takes dev1 [0, .5]; client w1 j1 waits for the interpreter, though dev0 is free
+    # .5: call w0 j0; client w1 j1 (ready first) takes dev0 [.5, 1], so fwd w0 j0 waits for dev0: [1, 2]
+    # 1: call w1 j1, pull [1, 1.75]; fwd w1 j1 on dev1 [1.75, 2.75]; bwd w0 j0 [2, 3]; its update [3, 3.5]
+    # bwd w1 j1 [2.75, 3.75]; push [3.75, 4.5]; update from w1 on the server [4.5, 5]
     # Without the client's work: fwd w1 [.75, 1.75], bwd w1 [1.75, 2.75], push [2.75, 3.5], update [3.5, 4].
     cores = (("dev0", 0), ("dev1", 1))
 
@@ -314,13 +317,16 @@ def test_the_clients_work_takes_whichever_core_is_free() -> None:
 
     eng, ends = workers(ClientWork(9.0, 0.5, cores))  # an async worker's call costs async_call_s, not step_s
     t = _by_name(eng)
-    assert ends == [2.5, 4.25]
+    assert ends == [3.5, 5.0]
     assert [(t[n].start, t[n].end, t[n].device) for n in ("client w0 j0", "client w1 j1")] == [
-        (0.0, 0.5, 1), (0.5, 1.0, 1)]
-    assert (t["fwd w1 j1"].start, t["fwd w1 j1"].waited_for) == (1.0, eng.tasks.index(t["client w1 j1"]))
-    assert t["client w1 j1"].resources == ("dev1",) and t["client w1 j1"].any_of == ()
+        (0.0, 0.5, 1), (0.5, 1.0, 0)]
+    assert t["client w1 j1"].waited_for == eng.tasks.index(t["client w0 j0"])  # the interpreter, not a core
+    assert t["client w1 j1"].resources == (INTERPRETER, "dev0") and t["client w1 j1"].any_of == ()
+    assert [(t[n].start, t[n].end) for n in ("call w1 j1", "pull p0->w1 j1", "fwd w1 j1", "fwd w0 j0")] == [
+        (1.0, 1.0), (1.0, 1.75), (1.75, 2.75), (1.0, 2.0)]
+    assert t["fwd w0 j0"].waited_for == eng.tasks.index(t["client w1 j1"])
     times = device_times(eng.tasks, 2)
-    assert (times[0].client_s, times[1].client_s) == (0.0, 1.0) and times[1].idle_s == 4.25 - 3.0
+    assert (times[0].client_s, times[1].client_s) == (0.5, 0.5)
     assert workers(None)[1] == [2.5, 4.0]
 
 

@@ -24,7 +24,8 @@ busy: whenever a job ends, its slot takes the next job. What a job is:
   pull or push moves the shard's tensors one by one, so it pays the link's latency once per tensor. With
   ``serial`` the workers' calls run one at a time, in turn (one slot), as a client with one step thread would run
   them; without it (hgpart's runtime: one step thread per worker) they overlap, taking turns only for the client's
-  call.
+  call and its work. A worker's call is a function spanning its own device and the servers it reads, and it starts
+  only once the client has done that call's work (see :class:`ClientWork`).
 
 Every job is one call of a step function by the runtime's client. With ``call_s`` > 0 it starts with a
 :attr:`~hgpart.simulate.engine.TaskKind.CALL` task of that many seconds on the ``client`` resource, before any of
@@ -42,8 +43,8 @@ from typing import Protocol
 from hgpart.simulate.engine import Engine, Task, TaskKind
 from hgpart.simulate.mpgraph import MPTemplate, add_batch
 
-__all__ = ["ClientWork", "Mode", "Devices", "Workload", "JobRun", "run_jobs", "ModelParallel", "SingleDevice",
-           "RingDataParallel", "AsyncDataParallel", "greedy_shards", "ring_allreduce"]
+__all__ = ["INTERPRETER", "ClientWork", "Mode", "Devices", "Workload", "JobRun", "run_jobs", "ModelParallel",
+           "SingleDevice", "RingDataParallel", "AsyncDataParallel", "greedy_shards", "ring_allreduce"]
 
 
 class Mode(Enum):
@@ -130,6 +131,9 @@ def _mark(eng: Engine, name: str, job: int, deps: Sequence[int]) -> int:
 
 #: the resource every step call holds while the client starts it
 CLIENT = "client"
+#: the client process's interpreter: held by the client's work of every call, so that two step threads' work takes
+#: turns on it (Python runs one thread at a time)
+INTERPRETER = "client interpreter"
 
 
 @dataclass(frozen=True)
@@ -137,18 +141,25 @@ class ClientWork:
     """The client's CPU seconds per call where the client runs on the devices' own cores (local workers), and the
     cores it may run on: (resource, device) of each core of its node, a device of -1 for a core the workload does
     not use. Each call's work takes whichever of them is free first, preferring an unused core and leaving the
-    calling device's own for last, as an idle core takes it on a real machine."""
+    calling device's own for last, as an idle core takes it on a real machine. It also holds the client's
+    :data:`INTERPRETER`: the async data-parallel workers' step threads do their calls' work one at a time.
+
+    The single device's and sync data parallelism's steps do not wait for it: their call's wall time is the
+    measured step call (``call_s``), and their client's CPU only takes a core from the devices. An async
+    data-parallel worker's call does wait for it (:class:`AsyncDataParallel`)."""
 
     step_s: float  # per call of a single device or sync data-parallel step
     async_call_s: float  # per call of an async data-parallel worker
     cores: tuple[tuple[str, int], ...]
 
-    def add(self, eng: Engine, name: str, seconds: float, own: int, job: int, deps: Sequence[int]) -> None:
-        """Add the client's work of one call of device ``own``'s step, ready when the call is."""
+    def add(self, eng: Engine, name: str, seconds: float, own: int, job: int, deps: Sequence[int]) -> int | None:
+        """Add the client's work of one call of device ``own``'s step, ready when ``deps`` are; its task (None:
+        no work)."""
         if seconds <= 0 or not self.cores:
-            return
+            return None
         order = sorted(self.cores, key=lambda c: (c[1] >= 0, c[1] == own))
-        eng.add(Task(name, TaskKind.CLIENT, seconds, device=own, batch=job, deps=tuple(deps), any_of=tuple(order)))
+        return eng.add(Task(name, TaskKind.CLIENT, seconds, (INTERPRETER,), device=own, batch=job, deps=tuple(deps),
+                            any_of=tuple(order)))
 
 
 def _call(eng: Engine, name: str, seconds: float, device: int, job: int, deps: Sequence[int] = ()) -> tuple[int, ...]:
@@ -395,9 +406,12 @@ class AsyncDataParallel:
     def add_job(self, eng: Engine, job: int, slot: int) -> tuple[int, int]:
         w = job % self.n if self.serial else slot
         res = self.where.compute(w)
-        if self.client is not None:
-            self.client.add(eng, f"client w{w} j{job}", self.client.async_call_s, w, job, ())
-        after = _call(eng, f"call w{w} j{job}", self.worker_call_s[w] if self.worker_call_s else self.call_s, w, job)
+        # the call starts once the client has done its work: a device trace of two workers shows both idle together
+        # between their calls, which a client working beside them would not leave (docs/simulator.md)
+        work = None if self.client is None else self.client.add(eng, f"client w{w} j{job}",
+                                                                   self.client.async_call_s, w, job, ())
+        after = _call(eng, f"call w{w} j{job}", self.worker_call_s[w] if self.worker_call_s else self.call_s, w, job,
+                      () if work is None else (work,))
         owners = [o for o in range(self.n) if self.shard_params[o] > 0]
         pulls = [self._send(eng, f"pull p{o}->w{w} j{job}", o, w, o, job, after) for o in owners if o != w]
         f = eng.add(Task(f"fwd w{w} j{job}", TaskKind.COMPUTE, self.forward_s, (res,), device=w, batch=job,
