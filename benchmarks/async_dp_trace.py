@@ -28,6 +28,7 @@ an upper bound on the time the call holds the interpreter. The load average is p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -35,13 +36,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-_CLIENT_ADD: Any = None  # ClientWork.add, kept while the rule before is simulated
 #: ops closer than this (microseconds) are one busy stretch
 MERGE_US = 1000.0
 
@@ -59,21 +58,18 @@ def stretches(events: list[dict], pid: int) -> list[tuple[float, float]]:
 
 
 def both_idle(busy: list[list[tuple[float, float]]], start: float, end: float) -> list[float]:
-    """Lengths (us) of the stretches of at least MERGE_US in [start, end] where no device is busy."""
-    grid = np.arange(start, end, 100.0)  # 0.1 ms resolution
-    any_busy = np.zeros(grid.size, dtype=bool)
-    for dev in busy:
-        for a, b in dev:
-            any_busy[(grid >= a) & (grid < b)] = True
-    lengths, run = [], 0
-    for flag in any_busy:
-        if flag:
-            if run * 100.0 >= MERGE_US:
-                lengths.append(run * 100.0)
-            run = 0
-        else:
-            run += 1
-    return lengths
+    """Lengths (us) of the stretches of at least MERGE_US in [start, end] where no device is busy, on a 0.1 ms grid
+    (an idle run still open at ``end`` is not counted: the trace cut it)."""
+    grid = np.arange(start, end, 100.0)
+    cover = np.zeros(grid.size + 1, dtype=np.int64)  # +1 where a busy stretch starts, -1 where it ends
+    spans = np.array([s for dev in busy for s in dev], dtype=float).reshape(-1, 2)
+    np.add.at(cover, np.searchsorted(grid, spans[:, 0]), 1)
+    np.add.at(cover, np.searchsorted(grid, spans[:, 1]), -1)
+    idle = np.concatenate(([0], (np.cumsum(cover[:-1]) == 0).astype(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(idle))  # idle runs: [edges[0], edges[1]), [edges[2], edges[3]), ...
+    runs = (edges[1::2] - edges[::2]) * 100.0
+    closed = edges[1::2] < grid.size  # drop a run that reaches the end of the grid
+    return [float(r) for r in runs[closed] if r >= MERGE_US]
 
 
 def summary(label: str, ips: float, events: list[dict]) -> str:
@@ -92,32 +88,24 @@ def summary(label: str, ips: float, events: list[dict]) -> str:
             f"{statistics.median(idle) / 1e3 if idle else 0.0:.1f} ms")
 
 
-def _client_beside(self: Any, eng: Any, *args: Any) -> None:
-    """The rule before 2026-11-30 pm: the client's work holds a core only, and no call waits for it."""
-    from hgpart.simulate import workloads
-
-    tid = _CLIENT_ADD(self, eng, *args)
-    if tid is not None:
-        eng.tasks[tid].resources = tuple(r for r in eng.tasks[tid].resources if r != workloads.INTERPRETER)
-    return None
-
-
 def simulate_child(placement: str, cluster: str, method: str, batch: int, before: bool, tmp: str) -> None:
     """``hgpart simulate`` of one strategy into ``tmp`` (with ``before``: the client rule before 2026-11-30 pm)."""
-    global _CLIENT_ADD
+    from unittest import mock
+
     from hgpart.cli import main as cli
     from hgpart.simulate import workloads
 
-    if before:
-        _CLIENT_ADD = workloads.ClientWork.add
-        workloads.ClientWork.add = _client_beside  # type: ignore[assignment,method-assign]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from simulator_ablation import client_rule_before  # the benchmark next to this one: one patch for both
+
     sys.argv = ["hgpart", "simulate", "-p", placement, "-c", cluster, "-s", method, "-b", str(batch), "--trace",
                 tmp, "--json", f"{tmp}/sim.json"]
-    try:
-        cli()
-    except SystemExit as e:
-        if e.code:
-            raise
+    with mock.patch.object(workloads.ClientWork, "add", client_rule_before) if before else contextlib.nullcontext():
+        try:
+            cli()
+        except SystemExit as e:
+            if e.code:
+                raise
 
 
 def simulated(placement: str, cluster: str, method: str, batch: int, before: bool) -> str:

@@ -53,8 +53,8 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   op as a wait that other work may overlap, which a device running one op at a time pays in full. The
   model-parallel rows are printed;
 * ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
-  data-parallel worker's call is charged on a core, but the call does not wait for it (the simulator's rule before
-  2026-11-30 pm); its rows are printed;
+  data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
+  not wait for it; its rows are printed;
 * ``the client's work of two calls at once``: the client's work of the async data-parallel workers' calls does not
   hold the client's interpreter, so two step threads' work runs at once on two cores; its rows are printed.
 
@@ -202,7 +202,7 @@ def _parts_pay_fixed(real: Callable[..., Any], fixed: dict[tuple[str, tuple[int,
             totals[u.label][0] += u.forward
             totals[u.label][1] += u.backward
         # a layer's fixed cost rides on its largest block (fine layers have a pairs block and a reduction block)
-        carrier = {}
+        carrier: dict[str, str] = {}
         for label, (f, _) in totals.items():
             layer = label.split("/")[0]
             if layer not in carrier or f > totals[carrier[layer]][0]:
@@ -299,6 +299,13 @@ def _client_any_thread(self: Any, eng: Engine, *args: Any) -> int | None:
     if tid is not None:
         eng.tasks[tid].resources = tuple(r for r in eng.tasks[tid].resources if r != workloads.INTERPRETER)
     return tid
+
+
+def client_rule_before(self: Any, eng: Engine, *args: Any) -> None:
+    """The simulator's rule before 2026-11-30 pm, a patch for ``ClientWork.add``: the client's work holds a core
+    only (no interpreter), and nothing waits for it."""
+    _client_any_thread(self, eng, *args)
+    return None
 
 
 def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str, Any]]:
