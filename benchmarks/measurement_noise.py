@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -61,26 +59,10 @@ def share_beyond(devs: list[float], bound: float) -> float:
     return sum(abs(d) > bound for d in devs) / len(devs) if devs else 0.0
 
 
-def _round(path: Path) -> int:
-    """The round of a measured file: ``<model>_<input>_bs<B>.json`` is round 0, ``..._r<n>.json`` round n."""
-    m = re.search(r"_r(\d+)$", path.stem)
-    return int(m.group(1)) if m else 0
-
-
 def load_runs(out: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """Every measured run in ``out/measured``, by (strategy, way its steps ran), in round order."""
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for path in sorted((out / "measured").glob("*.json"), key=_round):
-        d = json.loads(path.read_text())
-        mp = [r for r in d["runs"] if r.get("placement_path")]
-        replica = "" if mp else sv.replica_placement(out, d)
-        model = f"{d['model']}_{d['input_shape'][0]}"
-        for r in d["runs"]:
-            if r["status"] != "ok":
-                continue
-            placement = replica or sv._kept(out, model, r.get("placement_path") or mp[0]["placement_path"])
-            runs.setdefault((r["method"], sv.ran_as(r)), []).append({**r, "placement": placement, "k": d["k"]})
-    return runs
+    """Every measured run in ``out/measured`` (one model at one batch size), by (strategy, way its steps ran), in
+    round order (:func:`simulator_validation.measured_runs`)."""
+    return {(method, way): rs for (_, method, _, way), rs in sv.measured_runs(out).items()}
 
 
 def report(runs: dict[tuple[str, str], list[dict[str, Any]]], passes: int, cluster_path: Path | None) -> list[str]:

@@ -43,6 +43,7 @@ import csv
 import functools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -173,6 +174,34 @@ def replica_placement(out: Path, d: dict[str, Any]) -> str:
     return str(path)
 
 
+def _repeat(path: Path) -> tuple[str, int]:
+    """A measured file's configuration and repeat: ``<model>_<input>_bs<B>.json`` is repeat 0, ``..._r<n>.json``
+    repeat n."""
+    m = re.fullmatch(r"(.*)_r(\d+)", path.stem)
+    return (m.group(1), int(m.group(2))) if m else (path.stem, 0)
+
+
+def measured_runs(out: Path) -> dict[tuple[str, str, int, str], list[dict[str, Any]]]:
+    """Every measured run in ``OUT/measured/*.json``, by (model, strategy, batch size, way its steps ran), in
+    repeat order, each with the placement to simulate it with, its K and the load average at its comparison's start
+    and end. Model parallelism's repeats that ``--pipeline auto`` ran different ways (it times a short step both
+    ways) are kept apart."""
+    runs: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
+    for path in sorted((out / "measured").glob("*.json"), key=_repeat):
+        d = json.loads(path.read_text())
+        mp = [r for r in d["runs"] if r.get("placement_path")]
+        replica = "" if mp else replica_placement(out, d)
+        for r in d["runs"]:
+            if r["status"] != "ok":
+                print(f"{path.name} {r['method']}: {r['status']} ({r['reason'][:120]})", flush=True)
+                continue
+            key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"], ran_as(r))
+            placement = replica or _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
+            runs.setdefault(key, []).append({**r, "placement": placement,
+                                             "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})
+    return runs
+
+
 def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     """One row per (model, strategy, batch size, way its steps ran): the median measured images/s over the
     repeats beside the prediction, simulated from the placement the repeats saved (every repeat compiles
@@ -181,22 +210,8 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     from hgpart.cluster import load_cluster
 
     cluster = load_cluster(str(cluster_path))
-    runs: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
-    for path in sorted((out / "measured").glob("*.json")):
-        d = json.loads(path.read_text())
-        mp = [r for r in d["runs"] if r.get("placement_path")]
-        replica = "" if mp else replica_placement(out, d)
-        for r in d["runs"]:
-            if r["status"] != "ok":
-                print(f"{path.name} {r['method']}: {r['status']} ({r['reason'][:120]})", flush=True)
-                continue
-            # auto may run the repeats of one strategy differently (it times a short step both ways): one row per way
-            key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"], ran_as(r))
-            placement = replica or _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
-            runs.setdefault(key, []).append({**r, "placement": placement,
-                                             "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})
     rows = []
-    for (model, method, batch, kind), rs in sorted(runs.items()):
+    for (model, method, batch, kind), rs in sorted(measured_runs(out).items()):
         pred = simulate_run(rs[0], rs[0]["placement"], cluster, rs[0]["k"])
         meas = statistics.median(r["images_per_s"] for r in rs)
         rows.append({"model": model, "strategy": method, "batch_size": batch, "pipeline": kind,
