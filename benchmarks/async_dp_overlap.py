@@ -12,6 +12,12 @@ in its own process on 2 local pinned workers, the strategy's two worker function
 alone, both alternating from one thread, and both from two threads at once. ``overlap`` is the two threads' calls
 per second over the alternating thread's: 1 if the calls take turns, 2 if they overlap completely.
 Prints one line per strategy and round, and the load average at the start and end.
+
+``--strategies single-pair`` measures the same four ways for two independent single-device steps
+(``make_strategy("single")``), one on each worker, each on its own copy of the model at ``B / 2`` images, as sync
+data parallelism's replicas compute: nothing crosses between them, so they can only slow each other by sharing the
+machine (the cores' caches and memory, the client). ``beside`` is the two threads' calls per second over the sum of
+the two workers' alone: 1 if a worker computes as fast beside the other as alone.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 STRATEGIES = ("async-dp-1ps", "async-dp-dps")
+#: two independent single-device steps, one per worker (see the module docstring)
+PAIR = "single-pair"
 
 
 def _rate(fns: list[Callable[..., Any]], which: list[int], threads: bool, x: Any, y: Any, secs: float) -> float:
@@ -70,8 +78,18 @@ def child(strategy: str, model_name: str, size: int, batch: int, rounds: int, se
     ds = open_devices("local", 2, inter_op=4)
     keras.utils.set_random_seed(0)
     model = load_keras_model(model_name, input_shape=(size, size, 3), num_classes=10)
-    s = make_strategy(strategy, model, ds, OptimizerSpec("adam", 1e-3), batch_size=batch)
-    fns = s.slot_fns
+    if strategy == PAIR:  # worker i's own single-device step on its own model copy, at the replica's batch
+        from types import SimpleNamespace
+
+        fns = []
+        for d in ds.devices[:2]:
+            keras.utils.set_random_seed(0)
+            copy = load_keras_model(model_name, input_shape=(size, size, 3), num_classes=10)
+            one = SimpleNamespace(devices=[d], host=getattr(ds, "host", None) or d)
+            fns.append(make_strategy("single", copy, one, OptimizerSpec("adam", 1e-3), batch_size=batch // 2)
+                       .slot_fns[0])
+    else:
+        fns = make_strategy(strategy, model, ds, OptimizerSpec("adam", 1e-3), batch_size=batch).slot_fns
     rng = np.random.default_rng(0)
     x = rng.random((batch // 2, size, size, 3), dtype=np.float32)
     y = rng.integers(0, 10, batch // 2).astype(np.int32)
@@ -83,7 +101,8 @@ def child(strategy: str, model_name: str, size: int, batch: int, rounds: int, se
         ser, con = _rate(fns, [0, 1], False, x, y, secs), _rate(fns, [0, 1], True, x, y, secs)
         print(f"{strategy} {model_name} {size} B={batch} round {r}: worker calls/s: w0 alone {a0:6.1f}, w1 alone "
               f"{a1:6.1f}, alternating {ser:6.1f}, two threads {con:6.1f} ({con * batch / 2:6.0f} images/s); "
-              f"overlap {con / ser:4.2f}", flush=True)
+              f"overlap {con / ser:4.2f}" + (f", beside {con / (a0 + a1):4.2f}" if strategy == PAIR else ""),
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
