@@ -76,8 +76,6 @@ def child(strategy: str, model_name: str, size: int, batch: int, rounds: int, se
     from hgpart.models import load_keras_model
 
     ds = open_devices("local", 2, inter_op=4)
-    keras.utils.set_random_seed(0)
-    model = load_keras_model(model_name, input_shape=(size, size, 3), num_classes=10)
     if strategy == PAIR:  # worker i's own single-device step on its own model copy, at the replica's batch
         from types import SimpleNamespace
 
@@ -89,6 +87,8 @@ def child(strategy: str, model_name: str, size: int, batch: int, rounds: int, se
             fns.append(make_strategy("single", copy, one, OptimizerSpec("adam", 1e-3), batch_size=batch // 2)
                        .slot_fns[0])
     else:
+        keras.utils.set_random_seed(0)
+        model = load_keras_model(model_name, input_shape=(size, size, 3), num_classes=10)
         fns = make_strategy(strategy, model, ds, OptimizerSpec("adam", 1e-3), batch_size=batch).slot_fns
     rng = np.random.default_rng(0)
     x = rng.random((batch // 2, size, size, 3), dtype=np.float32)

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +157,9 @@ def call_cpu(model_name: str, size: int, batch: int, methods: list[str]) -> None
                   f"process CPU {proc:.2f} ms, calling thread CPU {thread:.2f} ms", flush=True)
 
 
-def child(model: str, size: int, batch: int, steps: int, method: str) -> None:
+def traced_run(model: str, size: int, batch: int, steps: int, method: str) -> tuple[Any, list[dict]]:
+    """One strategy of the measured comparison on 2 local workers (as ``hgpart compare-run --devices local``), with
+    the device trace on: its :class:`~hgpart.compare.measured.MeasuredRun` and the trace's complete events."""
     from hgpart import quiet
 
     quiet.quiet_python()
@@ -171,6 +174,11 @@ def child(model: str, size: int, batch: int, steps: int, method: str) -> None:
                            trace_dir=tmp)
         run = cmp.runs[0]
         events = [e for e in json.loads(Path(run.trace_path).read_text())["traceEvents"] if e.get("ph") == "X"]
+    return run, events
+
+
+def child(model: str, size: int, batch: int, steps: int, method: str) -> None:
+    run, events = traced_run(model, size, batch, steps, method)
     print(summary(f"{model} {size}x{size} B={batch} {method:13s}", run.images_per_s or 0.0, events), flush=True)
 
 

@@ -23,13 +23,16 @@ simulation reads only the layers of) is printed beside it. The load average is p
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from async_dp_trace import traced_run  # noqa: E402 - the benchmark next to this one
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -80,20 +83,7 @@ def phases(step: dict[str, float]) -> dict[str, float]:
 
 def child(model: str, size: int, batch: int, n_steps: int) -> None:
     """One round: sync data parallelism traced, its steps cut and printed."""
-    from hgpart import quiet
-
-    quiet.quiet_python()
-    from hgpart.runtime.devices import open_devices
-
-    ds = open_devices("local", 2, inter_op=4)
-    from hgpart.compare.measured import run_measured
-
-    with tempfile.TemporaryDirectory() as tmp:
-        cmp = run_measured(model, device_set=ds, input_shape=(size, size, 3), batch_sizes=[batch], steps=n_steps,
-                           methods=["sync-dp"], eval_n=64, evals_per_epoch=1, devices_label="local", progress=False,
-                           trace_dir=tmp)
-        run = cmp.runs[0]
-        events = [e for e in json.loads(Path(run.trace_path).read_text())["traceEvents"] if e.get("ph") == "X"]
+    run, events = traced_run(model, size, batch, n_steps, "sync-dp")
     cut = {pid: steps(events, pid) for pid in (0, 1)}
     step_ms = 1e3 * batch / (run.images_per_s or float("nan"))
     print(f"{model} {size}x{size} B={batch} sync-dp: {run.images_per_s:.2f} img/s over {run.steps} steps "
@@ -113,16 +103,25 @@ def child(model: str, size: int, batch: int, n_steps: int) -> None:
 
 
 def simulated(model: str, size: int, batch: int, cluster: str) -> str:
-    """The simulated sync data-parallel step's critical path on ``cluster``."""
+    """The simulated sync data-parallel step on ``cluster`` and its critical path, as ``hgpart simulate --strategy
+    sync-dp`` prints them, on a layer-wise placement of the model (the simulation reads only its layers)."""
+    from hgpart.cluster import load_cluster
+    from hgpart.placement import load_placement
+    from hgpart.simulate import SimOptions, SimStrategy, simulate
+
     with tempfile.TemporaryDirectory() as tmp:
         placement = str(Path(tmp) / "replica.json")
         hg = str(Path(sys.executable).parent / "hgpart")
         subprocess.run([hg, "partition", "--model", model, "--input", f"{size}x{size}x3", "--k", "2", "--backend",
                         "layerwise", "--analytic", "--out", placement], check=True, stdout=subprocess.DEVNULL)
-        out = subprocess.run([hg, "simulate", "-p", placement, "-c", cluster, "-s", "sync-dp", "-b", str(batch)],
-                             check=True, capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}).stdout
-    keep = [ln.strip() for ln in out.splitlines() if "img/s" in ln or ln.startswith("critical path")]
-    return "\n".join(f"  {ln}" for ln in keep)
+        res = simulate(load_placement(placement), load_cluster(cluster),
+                       SimOptions(batch_size=batch, strategy=SimStrategy.SYNC_DP, devices=2))
+    parts = ", ".join(f"{kind} {1e3 * sec:.2f} ms" for kind, sec in sorted(res.path_seconds().items()))
+    return (f"  {res.model} {res.strategy.value} ({res.mode.value}) on {res.cluster}, batch {res.batch_size}: "
+            f"{res.step_s * 1e3:.1f} ms/step, {res.images_per_s:.1f} img/s, {res.epoch_s:.1f} s per epoch of "
+            f"{res.images} images ({res.jobs} jobs simulated)\n"
+            f"  critical path of the last job: {parts}; {len(res.path)} tasks from {res.path[0].name!r} to "
+            f"{res.path[-1].name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
