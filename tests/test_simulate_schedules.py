@@ -402,6 +402,17 @@ def test_a_shared_core_runs_its_tasks_at_once_each_at_its_share_of_the_speed() -
     assert (eng.tasks[late].start, eng.tasks[late].end) == (2.0, 2.5)  # the port was held to the end
 
 
+def test_a_shared_cores_busy_time_is_its_tasks_work_not_their_stretched_spans() -> None:
+    """Two compute tasks of 1 s side by side on a core shared by 2 threads each end at 2 s. The core computed for
+    2 s of the 2 s run: busy 100 %, idle 0, not the 4 s (200 %, idle -2 s) of the two spans added up."""
+    eng = Engine(shared={"core": 2})
+    eng.add(Task("a", TaskKind.COMPUTE, 1.0, ("core",), device=0))
+    eng.add(Task("b", TaskKind.COMPUTE, 1.0, ("core",), device=0))
+    assert eng.run() == 2.0
+    (t,) = device_times(eng.tasks, 1)
+    assert (t.compute_s, t.idle_s, t.busy) == (2.0, 0.0, 1.0)
+
+
 def test_without_shared_resources_the_engine_is_exclusive() -> None:
     eng = Engine()
     a = eng.add(Task("a", TaskKind.COMPUTE, 1.0, ("core",)))

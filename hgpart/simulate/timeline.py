@@ -81,7 +81,12 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 def device_times(tasks: Sequence[Task], n_devices: int) -> list[DeviceTime]:
     """Per device: compute, update, client and transfer seconds and idle time over [0, last end]. Client work on a
-    core that is not one of the ``n_devices`` (a spare core of the node) is left out."""
+    core that is not one of the ``n_devices`` (a spare core of the node) is left out.
+
+    Compute, update and client seconds are the tasks' work (their ``duration``), the core's seconds they took: on a
+    shared core (processor sharing) two tasks side by side at half speed each last twice their work, and summing
+    those stretched spans would count the core's time twice (a busy share over 100 %, a negative idle time).
+    Transfer seconds are the union of the device's transfers' spans, as long as they held its port."""
     span = max((t.end for t in tasks), default=0.0)
     comp = np.zeros(n_devices)
     upd = np.zeros(n_devices)
@@ -89,12 +94,12 @@ def device_times(tasks: Sequence[Task], n_devices: int) -> list[DeviceTime]:
     comm: list[list[tuple[float, float]]] = [[] for _ in range(n_devices)]
     for t in tasks:
         if t.kind is TaskKind.COMPUTE:
-            comp[t.device] += t.end - t.start
+            comp[t.device] += t.duration
         elif t.kind is TaskKind.UPDATE:
-            upd[t.device] += t.end - t.start
+            upd[t.device] += t.duration
         elif t.kind is TaskKind.CLIENT:
             if 0 <= t.device < n_devices:
-                cli[t.device] += t.end - t.start
+                cli[t.device] += t.duration
         elif t.kind is TaskKind.SEND:
             comm[t.device].append((t.start, t.end))
             comm[t.peer].append((t.start, t.end))
