@@ -52,6 +52,11 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   that layer's shaved excess in full, without holding its device (:class:`_WaitingEngine`): the fixed cost of an
   op as a wait that other work may overlap, which a device running one op at a time pays in full. The
   model-parallel rows are printed;
+* ``batches and micro-batches sharing a worker's core``: on a worker whose cores its ready tasks share
+  (``device.ops_share_cores``), the ops of different micro-batches of a sync step, or of different batches in
+  flight, run at once at their share of the core (the simulator's rule before 2026-12-03); with the rule, one
+  (micro-)batch's ops share the core and another's wait for them (``Engine.one_flow``). The model-parallel rows are
+  printed;
 * ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
   data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
   not wait for it; its rows are printed;
@@ -226,7 +231,7 @@ def _one_op(real: Callable[..., float]) -> Callable[..., float]:
     ``ops_share_cores``."""
 
     def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
-        with mock.patch.object(simrun, "Engine", lambda shared=None: Engine()):
+        with mock.patch.object(simrun, "Engine", lambda shared=None, one_flow=False: Engine()):
             return real(run, placement, cl, k)
 
     return sim
@@ -276,8 +281,8 @@ def _excess_as_wait(real: Callable[..., float], lowered: Callable[..., Any]) -> 
     def sim(run: dict[str, Any], placement: str, cl: Any, k: int) -> float:
         if run["method"] in sv.BASELINES:
             return real(run, placement, cl, k)
-        waiting = mock.patch.object(simrun, "Engine", lambda shared=None: _WaitingEngine(shared=dict(shared or {}),
-                                                                                          excess=excess))
+        waiting = mock.patch.object(simrun, "Engine", lambda shared=None, one_flow=False: _WaitingEngine(
+            shared=dict(shared or {}), one_flow=one_flow, excess=excess))
         with mock.patch.object(simrun, "layer_times", layer_times), waiting:
             return real(run, placement, cl, k)
 
@@ -390,6 +395,10 @@ def main(argv: list[str]) -> int:
     lines += _rows(rows, lambda r: r["strategy"].startswith(mp) and r["strategy"].endswith("async"))
     rows = _with(_excess_as_wait(real_sim, lowered), out, cluster)
     lines.append(_summary(rows, "a layer's excess over the whole step as a wait that holds no core"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
+    with mock.patch.object(simrun, "Engine", lambda **kw: Engine(**{**kw, "one_flow": False})):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "batches and micro-batches sharing a worker's core"))
     lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
     for patch, label in ((_client_beside, "async data-parallel calls not waiting for the client's work"),
                          (_client_any_thread, "the client's work of two calls at once")):

@@ -141,6 +141,27 @@ def test_sync_micro_batches_wait_for_each_other_before_the_update() -> None:
     assert run.ends == [10.25] and run.images == [16]
 
 
+def test_on_shared_cores_a_sync_steps_micro_batches_take_turns_and_so_pipeline() -> None:
+    """The sync step above on cores of 2 threads each. Sharing them between micro-batches, both forwards of stage 0
+    run side by side at half speed and end together at 2: maps [2, 2.5] and [2.5, 3]; stage 1: F_a [2.5, 4] (half
+    speed from 3 beside F_b), F_b [3, 5], B_a [4, 8] (beside F_b, then B_b), B_b [5, 8.5]; grads [8, 8.5] and
+    [8.5, 9]; stage 0: B_a [8.5, 12], B_b [9, 12.5]; updates U1 [8.5, 8.75], U0 [12.5, 12.75]. With one flow at a
+    time (``one_flow``), a micro-batch's op waits while the other's runs, and the schedule is the exclusive one
+    above: F0_a [0, 1], F0_b [1, 2], ..., U0 [10, 10.25]."""
+    for one_flow, expect, end in ((False, {"fwd s0 b0.0": (0.0, 2.0), "fwd s0 b0.1": (0.0, 2.0),
+                                           "fwd s1 b0.0": (2.5, 4.0), "bwd s1 b0.1": (5.0, 8.5),
+                                           "bwd s0 b0.0": (8.5, 12.0), "bwd s0 b0.1": (9.0, 12.5)}, 12.75),
+                                  (True, {"fwd s0 b0.0": (0.0, 1.0), "fwd s0 b0.1": (1.0, 2.0),
+                                          "fwd s1 b0.0": (1.5, 2.5), "bwd s1 b0.1": (5.5, 7.5),
+                                          "bwd s0 b0.0": (6.0, 8.0), "bwd s0 b0.1": (8.0, 10.0)}, 10.25)):
+        wl = ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.SYNC, inflight=2)
+        eng = Engine(shared={"dev0": 2, "dev1": 2}, one_flow=one_flow)
+        run = run_jobs(eng, wl, jobs=1)
+        t = _by_name(eng)
+        assert {name: (t[name].start, t[name].end) for name in expect} == expect
+        assert run.ends == [end]
+
+
 def test_ring_all_reduce() -> None:
     # 3 replicas: forward 1, backward 2; gradient 288 bytes -> chunks of 96; a round = 0.125 + 96 / 64 = 1.625 s;
     # 2 (N - 1) = 4 rounds, all three sends of a round at once (each on its own ports): 3 + 4 x 1.625 = 9.5;

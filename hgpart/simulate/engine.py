@@ -23,6 +23,14 @@ advances at ``1 / n`` of its speed, and a task on several shared resources at th
 that finds every thread of one busy waits, as for an exclusive resource. Without ``shared`` every resource is
 exclusive and the times are as above.
 
+With ``one_flow``, the compute tasks that share a resource at once belong to one flow, a (``batch``, ``micro``)
+pair: a compute task of another micro-batch or batch waits, like one that finds every thread busy, until the
+running ones end. In a device trace of a compiled sync call, the first stage's worker runs one micro-batch's forward
+and then the other's, not side by side, and the second stage starts the first while the first stage runs the other
+(``benchmarks/results/simulator_validation/2026-11-28-calls/compiled_sync/order.txt``); the ops of one
+micro-batch do overlap there. Sharing the core between micro-batches instead lets them end together, so no stage
+starts early and the pipeline is lost. Transfers and the other kinds share the resource with any flow.
+
 The engine is a heap of finishing times and a sorted ready list: small, deterministic, and able to hold several
 ports at once, which a transfer needs; the simulated workloads are a few thousand tasks.
 """
@@ -70,6 +78,8 @@ class Task:
     #: (resource, device) pairs: the task also holds the first of them that is free when it starts, and takes that
     #: device as its own (empty: only ``resources``)
     any_of: tuple[tuple[str, int], ...] = ()
+    #: which micro-batch of its batch the task belongs to (0 when the batch is not split)
+    micro: int = 0
 
 
 @dataclass
@@ -90,6 +100,8 @@ class Engine:
     _on: dict[str, list[int]] = field(default_factory=dict)  # shared resource -> the tasks running on it
     _left: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # tid -> (work left, rate, since)
     _version: dict[int, int] = field(default_factory=dict)  # tid -> the version of its latest finish event
+    #: on a shared resource, compute tasks of one (micro-)batch share it at once; one of another waits for them
+    one_flow: bool = False
 
     def add(self, task: Task) -> int:
         """Add ``task`` (its ``deps`` are ids of tasks already added); its id."""
@@ -137,6 +149,9 @@ class Engine:
             task = self.tasks[tid]
             if any(r in self._busy or len(self._on.get(r, ())) >= self.shared.get(r, 1) for r in task.resources):
                 continue
+            if self.one_flow and task.kind is TaskKind.COMPUTE and any(
+                    self._other_flow(r, task) for r in task.resources if r in self.shared):
+                continue
             if task.any_of:
                 free = next(((r, d) for r, d in task.any_of if r not in self._busy and r not in task.resources
                              and len(self._on.get(r, ())) < self.shared.get(r, 1)), None)
@@ -161,6 +176,14 @@ class Engine:
             started.append(i)
         for i in reversed(started):
             del self._ready[i]
+
+    def _other_flow(self, res: str, task: Task) -> bool:
+        """Whether a compute task of another (micro-)batch than ``task``'s runs on the shared resource ``res``."""
+        for t in self._on.get(res, ()):
+            other = self.tasks[t]
+            if other.kind is TaskKind.COMPUTE and (other.batch, other.micro) != (task.batch, task.micro):
+                return True
+        return False
 
     def _drop_stale(self) -> bool:
         """Drop the end events at the top that a rate change replaced; whether an event is left."""

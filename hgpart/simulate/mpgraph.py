@@ -205,8 +205,10 @@ Router = Callable[[int, int, float], tuple[float, tuple[str, ...]]]
 class _Builder:
     """Adds one batch of a template to an engine (state: the task ids made so far)."""
 
-    def __init__(self, eng: Engine, tpl: MPTemplate, place: Placer, route: Router, batch: int, tag: str) -> None:
+    def __init__(self, eng: Engine, tpl: MPTemplate, place: Placer, route: Router, batch: int, tag: str,
+                 micro: int = 0) -> None:
         self.eng, self.tpl, self.place, self.route, self.batch, self.tag = eng, tpl, place, route, batch, tag
+        self.micro = micro
         n = len(tpl.units)
         self.in_local: list[list[int]] = [[] for _ in range(n)]
         self.out_local: list[list[int]] = [[] for _ in range(n)]
@@ -240,7 +242,7 @@ class _Builder:
             if u in fresh_after:
                 deps.append(fresh_after[u])
             f.append(self.eng.add(Task(f"fwd {unit.label}{self.tag}", TaskKind.COMPUTE, unit.forward, (res,),
-                                       device=dev, batch=self.batch, deps=tuple(deps or after))))
+                                       device=dev, batch=self.batch, deps=tuple(deps or after), micro=self.micro)))
             for m in self.out_msgs[u]:
                 msg = tpl.messages[m]
                 t[m] = self._send(f"map {unit.label}{self.tag}", unit.part, msg.dst_part, msg.nbytes, (f[u],))
@@ -263,18 +265,18 @@ class _Builder:
                 deps.append(loss)
             dev, res = self.place(unit.part)
             b[u] = self.eng.add(Task(f"bwd {unit.label}{self.tag}", TaskKind.COMPUTE, unit.backward, (res,),
-                                     device=dev, batch=self.batch, deps=tuple(deps)))
+                                     device=dev, batch=self.batch, deps=tuple(deps), micro=self.micro))
         return b
 
 
 def add_batch(eng: Engine, tpl: MPTemplate, place: Placer, route: Router, *, batch: int,
               after: Sequence[int] = (), tag: str = "", gate: Mapping[int, Sequence[int]] | None = None,
-              fresh_after: Mapping[int, int] | None = None) -> BatchTasks:
+              fresh_after: Mapping[int, int] | None = None, micro: int = 0) -> BatchTasks:
     """Add the forward, transfers and backward of one (micro-)batch; its first tasks wait for ``after``.
     ``gate[p]``: tasks every forward of part ``p`` that reads from another part also waits for (the runtime's
     1F1B order in one compiled call, :class:`hgpart.runtime.partitioned.CrossGate`). ``fresh_after[u]``: a task
     the forward of unit ``u`` also waits for (the last step's backward of a fresh unit, :attr:`MPTemplate.fresh`)."""
-    bld = _Builder(eng, tpl, place, route, batch, tag)
+    bld = _Builder(eng, tpl, place, route, batch, tag, micro)
     f, _ = bld.forward(after, gate or {}, fresh_after or {})
     outputs = [f[u] for u in range(len(tpl.units)) if not bld.out_local[u] and not bld.out_msgs[u]]
     loss = eng.add(Task(f"loss{tag}", TaskKind.MARK, 0.0, batch=batch, deps=tuple(outputs)))

@@ -430,7 +430,8 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: H
     wl, mem, inflight = built.workload, built.memory, built.inflight
     # enough for a steady state; the compiled pipeline's calls drain the window, so at least four calls
     jobs = opts.jobs or max(8, 4 * wl.slots, 4 * _per_call(opts))
-    eng = Engine(shared=built.shared)
+    # a worker's shared core runs one (micro-)batch's ready ops at once; another batch's wait (docs/simulator.md)
+    eng = Engine(shared=built.shared, one_flow=bool(built.shared))
     run = run_jobs(eng, wl, jobs=jobs)
     ips = run.images_per_s()
     step = batch / ips if ips > 0 else math.inf

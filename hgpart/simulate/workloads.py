@@ -241,7 +241,7 @@ class ModelParallel:
             for m in range(micro):
                 tag = (f" r{r}" if self.replicas > 1 else "") + f" b{job}" + (f".{m}" if micro > 1 else "")
                 bt = add_batch(eng, self.tpl, place, self.where.transfer, batch=job, tag=tag, after=after,
-                               gate=gate, fresh_after=fresh_after)
+                               gate=gate, fresh_after=fresh_after, micro=m)
                 if gating:
                     self._gate = (call, bt.cross_backward)
                 if freshness:
