@@ -2,7 +2,9 @@
 
 Rules the hand schedules follow (hgpart/simulate/engine.py): a task starts once its dependencies have ended and
 every resource it names is free; among ready tasks the one ready first goes first, ties to the older batch, then to
-the task added first. Durations are binary fractions so every sum is exact and the asserts use ``==``.
+the task added first. On a shared core (processor sharing) each of n tasks runs at 1 / n of its speed; with
+``one_flow`` a compute task of another (micro-)batch than the running ones waits for them. Durations are binary
+fractions so every sum is exact and the asserts use ``==``.
 """
 
 from __future__ import annotations
@@ -160,6 +162,10 @@ def test_on_shared_cores_a_sync_steps_micro_batches_take_turns_and_so_pipeline()
         t = _by_name(eng)
         assert {name: (t[name].start, t[name].end) for name in expect} == expect
         assert run.ends == [end]
+    exclusive = Engine()
+    run_jobs(exclusive, ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.SYNC,
+                                      inflight=2), jobs=1)
+    assert [(x.name, x.start, x.end) for x in eng.tasks] == [(x.name, x.start, x.end) for x in exclusive.tasks]
 
 
 def test_ring_all_reduce() -> None:

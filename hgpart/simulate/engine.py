@@ -25,11 +25,15 @@ exclusive and the times are as above.
 
 With ``one_flow``, the compute tasks that share a resource at once belong to one flow, a (``batch``, ``micro``)
 pair: a compute task of another micro-batch or batch waits, like one that finds every thread busy, until the
-running ones end. In a device trace of a compiled sync call, the first stage's worker runs one micro-batch's forward
-and then the other's, not side by side, and the second stage starts the first while the first stage runs the other
-(``benchmarks/results/simulator_validation/2026-11-28-calls/compiled_sync/order.txt``); the ops of one
-micro-batch do overlap there. Sharing the core between micro-batches instead lets them end together, so no stage
-starts early and the pipeline is lost. Transfers and the other kinds share the resource with any flow.
+running ones end; meanwhile tasks of the running flow that became ready later may start before it, so the core
+stays with a flow while any of its compute runs. Transfers, updates and the other kinds share the resource with
+any flow. This is an approximation of a traced compiled sync call
+(``benchmarks/results/simulator_validation/2026-11-28-calls/compiled_sync/order.txt``): there the first stage's
+worker runs one micro-batch's forward and then the other's, not side by side, and the second stage starts the
+first while the first stage runs the other; the second stage does run one long op of one micro-batch's backward
+beside the other's ops, which the rule does not allow. Sharing the core between micro-batches instead lets them
+end together, so no stage starts early and the pipeline is lost. For batches in flight (async) the rule is assumed
+alike; no trace checks it.
 
 The engine is a heap of finishing times and a sorted ready list: small, deterministic, and able to hold several
 ports at once, which a transfer needs; the simulated workloads are a few thousand tasks.

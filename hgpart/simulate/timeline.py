@@ -33,8 +33,9 @@ __all__ = ["DeviceTime", "PathStep", "device_times", "critical_path", "chrome_tr
 
 @dataclass(frozen=True)
 class DeviceTime:
-    """Seconds over the simulated run: computing, updating, running the client's work, transferring (sending or
-    receiving), idle (none of the first three)."""
+    """Seconds over the simulated run: computing, updating and running the client's work (the core's seconds the
+    tasks took: their work, :func:`device_times`), transferring (sending or receiving: the union of the transfers'
+    spans), and idle (the span less the first three; on a shared core it includes the share transfers took)."""
 
     device: int
     compute_s: float
@@ -46,7 +47,7 @@ class DeviceTime:
 
     @property
     def busy(self) -> float:
-        """Fraction of the run the device computed, updated or ran the client's work."""
+        """Fraction of the run's core time the device spent computing, updating or on the client's work."""
         return (self.compute_s + self.update_s + self.client_s) / self.span_s if self.span_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, float]:
