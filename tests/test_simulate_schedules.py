@@ -150,21 +150,23 @@ def test_on_shared_cores_a_sync_steps_micro_batches_take_turns_and_so_pipeline()
     [8.5, 9]; stage 0: B_a [8.5, 12], B_b [9, 12.5]; updates U1 [8.5, 8.75], U0 [12.5, 12.75]. With one flow at a
     time (``one_flow``), a micro-batch's op waits while the other's runs, and the schedule is the exclusive one
     above: F0_a [0, 1], F0_b [1, 2], ..., U0 [10, 10.25]."""
+
+    def step() -> ModelParallel:
+        return ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.SYNC, inflight=2)
+
     for one_flow, expect, end in ((False, {"fwd s0 b0.0": (0.0, 2.0), "fwd s0 b0.1": (0.0, 2.0),
                                            "fwd s1 b0.0": (2.5, 4.0), "bwd s1 b0.1": (5.0, 8.5),
                                            "bwd s0 b0.0": (8.5, 12.0), "bwd s0 b0.1": (9.0, 12.5)}, 12.75),
                                   (True, {"fwd s0 b0.0": (0.0, 1.0), "fwd s0 b0.1": (1.0, 2.0),
                                           "fwd s1 b0.0": (1.5, 2.5), "bwd s1 b0.1": (5.5, 7.5),
                                           "bwd s0 b0.0": (6.0, 8.0), "bwd s0 b0.1": (8.0, 10.0)}, 10.25)):
-        wl = ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.SYNC, inflight=2)
         eng = Engine(shared={"dev0": 2, "dev1": 2}, one_flow=one_flow)
-        run = run_jobs(eng, wl, jobs=1)
+        run = run_jobs(eng, step(), jobs=1)
         t = _by_name(eng)
         assert {name: (t[name].start, t[name].end) for name in expect} == expect
         assert run.ends == [end]
     exclusive = Engine()
-    run_jobs(exclusive, ModelParallel(_two_stage(), [0, 1], FixedLinks(0.25, 128.0), [0.25, 0.25], Mode.SYNC,
-                                      inflight=2), jobs=1)
+    run_jobs(exclusive, step(), jobs=1)
     assert [(x.name, x.start, x.end) for x in eng.tasks] == [(x.name, x.start, x.end) for x in exclusive.tasks]
 
 
