@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 16 on an AMD EPYC with AVX-512 (2 cores, shared), 2026-12-03 night: the full validation of the simulator at
-# 052da5c (one flow per shared core for sync micro-batches; device busy time summed from task work), as 2026-11-30-pm ran
-# it but with 2 passes (the session had 115 min left): a fresh `hgpart calibrate --profile` of the three models at batch 4..64, every strategy on minivgg and minires (2
-# passes), vgg16 64 single device and data parallelism (2 passes of 8 steps), then the simulation of every run.
+# Issue 16 on an AMD EPYC with AVX-512 (2 cores, shared), 2026-12-03 night: the full validation of the simulator
+# at 052da5c (one flow per shared core for sync micro-batches; device busy time summed from task work), as
+# 2026-11-30-pm ran it but with 2 passes (the session had 115 min left): a fresh `hgpart calibrate --profile` of the
+# three models at batch 4..64, every strategy on minivgg and minires (2 passes), vgg16 64 single device and data
+# parallelism (2 passes of 8 steps), then the simulation of every run.
 cd "$(dirname "$0")/../../../.."
 OUT=benchmarks/results/simulator_validation/2026-12-03-night
 echo "== $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg) at $(git rev-parse --short HEAD)"
