@@ -125,6 +125,21 @@ def test_the_graph_pipeline_runs_one_batch_at_a_time_whatever_is_queued() -> Non
     assert compiled.inflight == 2
 
 
+@pytest.mark.parametrize(("pipeline", "per_call", "jobs", "calls"),
+                         [(SimPipeline.GRAPH, 1, 3, 3), (SimPipeline.COMPILED, 4, 8, 2)])
+def test_a_model_parallel_call_feeds_its_steps_images_at_the_measured_call_cost(
+        pipeline: SimPipeline, per_call: int, jobs: int, calls: int) -> None:
+    # the runtime's client feeds every step of a call (its images and labels) to the worker holding the input, as
+    # the single device's call feeds its batch: a call costs the measured step call of those bytes to one worker
+    pl = _placement(k=2)
+    cluster = _cluster(call_overhead_us=1000.0, step_calls=[{"devices": 1, "fixed_us": 500.0, "feed_GBps": 1e-3},
+                                                            {"devices": 2, "fixed_us": 9000.0, "feed_GBps": 1.0}])
+    feed = 8 * (math.prod(pl.graph.input_shape) + 1) * 4  # bytes of one step's float32 images and int32 labels
+    res = simulate(pl, cluster, SimOptions(batch_size=8, pipeline=pipeline, steps_per_call=per_call, jobs=jobs))
+    got = [t.end - t.start for t in res.tasks if t.kind is TaskKind.CALL]
+    assert got == pytest.approx([500e-6 + per_call * feed / 1e6] * calls, rel=1e-12)
+
+
 def test_sync_data_parallelism_equals_paradl() -> None:
     # ParaDL's equations 5-6 are a ring all-reduce after an unoverlapped step: the simulator must agree exactly
     pl = _placement(k=2)
