@@ -15,8 +15,8 @@ inter-op threads each), three compiled functions:
 
 * ``compute``: each worker runs a chain of ``--convs`` 3x3 convolutions (64 -> 64 channels, 32x32, batch 32) of
   its own, the two chains independent;
-* ``hops``: a chain of ``--hops`` hops of the size between the workers (``hgpart.runtime.linkbench.hop_chain``'s
-  method), nothing else;
+* ``hops``: a chain of ``--hops`` hops of the size between the workers (``hgpart.runtime.linkbench.hop_chain``, as the
+  calibration times them), nothing else;
 * ``both``: the two in one function, independent branches the executors run at once.
 
 It prints the median wall time of each (over ``--reps`` calls, interleaved) and the extra time of ``both`` over
@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--convs", type=int, default=8)
     args = ap.parse_args()
     from hgpart.runtime.cluster import open_local
+    from hgpart.runtime.linkbench import hop_chain
 
     print(f"$ python benchmarks/transfer_interference_probe.py --reps {args.reps} --mib {args.mib} --hops {args.hops} "
           f"--convs {args.convs}   # {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average at "
@@ -73,23 +74,16 @@ def main() -> None:
             with tf.device(devs[0]):
                 return outs[0] + tf.identity(outs[1])
 
-        def hops(seed: Any, elements: int, n: int) -> Any:
-            with tf.device(devs[0]):
-                t = tf.fill([elements], seed)
-            for h in range(n):
-                with tf.device(devs[1] if h % 2 == 0 else devs[0]):
-                    t = t + 1.0
-            with tf.device(devs[0]):
-                return t[0]
-
         seed = tf.constant(1.0)
         for mib in (float(s) for s in args.mib.split(",")):
             elements = int(mib * MIB) // 4
-            fns = {
-                "empty": tf.function(lambda s, e=elements: hops(s, e, 0)),
-                "hops": tf.function(lambda s, e=elements: hops(s, e, args.hops)),
-                "compute": tf.function(lambda s: convs() + hops(s, 1, 0)),
-                "both": tf.function(lambda s, e=elements: convs() + hops(s, e, args.hops)),
+            empty, chain, none = (hop_chain(devs[0], devs[1], elements, 0),
+                                  hop_chain(devs[0], devs[1], elements, args.hops), hop_chain(devs[0], devs[1], 1, 0))
+            fns = {  # a compiled hop chain called inside another function is inlined into it
+                "empty": empty,
+                "hops": chain,
+                "compute": tf.function(lambda s, f=none: convs() + f(s)),
+                "both": tf.function(lambda s, f=chain: convs() + f(s)),
             }
             for f in fns.values():
                 for _ in range(3):

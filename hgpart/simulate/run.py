@@ -294,10 +294,11 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     ups = _part_updates(tpl, pl.graph, layer_update_seconds(pl.graph, times, cluster.device, opts.optimizer))
     # a call feeds its steps' images from the client to the worker that holds the input, as the single device's
     # call feeds its batch: the measured step call of that many bytes to one worker
-    feed = _feed_bytes(pl.graph, batch) * max(_per_call(opts), 1)
+    per_call = _per_call(opts)
+    feed = _feed_bytes(pl.graph, batch) * max(per_call, 1)
     wl = ModelParallel(tpl, list(range(k)), ClusterDevices(cluster), ups, opts.mode, 1 if together else n,
                        call_s=cluster.device.call_seconds(feed, 1), replicas=reps,
-                       grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params], steps_per_call=_per_call(opts),
+                       grad_bytes=[p * DTYPE_BYTES for p in tpl.part_params], steps_per_call=per_call,
                        gated=True)
     settings = model_memory_settings(opts, batch, pl)
     mem = part_memory(tpl.hg, tpl.parts, k, settings) if tpl.hg is not None and tpl.parts is not None else []
