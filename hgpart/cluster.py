@@ -37,7 +37,8 @@ from hgpart.fileio import read_json
 from hgpart.schemas import load_schema, schema_validator
 
 __all__ = ["CLUSTER_FORMAT", "GIB", "PRESETS", "ClientCpuCost", "Cluster", "DeviceSpec", "Link", "PortOwner",
-           "Route", "load_cluster", "preset_path", "cluster_schema", "THIS_MACHINE", "this_machine_path"]
+           "Route", "SplitCost", "split_cost_from_dict", "split_cost_to_dict", "load_cluster", "preset_path",
+           "cluster_schema", "THIS_MACHINE", "this_machine_path"]
 
 CLUSTER_FORMAT = "hgpart.cluster/1"
 DATA = Path(__file__).resolve().parent / "data"
@@ -93,6 +94,25 @@ class ClientCpuCost:
 
 
 @dataclass(frozen=True)
+class SplitCost:
+    """The measured cost of one placement's split op structure on this device kind: its training step with every
+    part on one device (no transfer: the smaller ops of split layers, the channel selections, concatenations and
+    partial sums the runtime adds) against the same model's unsplit step, at one batch size and number of
+    micro-batches, timed side by side by ``hgpart calibrate-split``. ``factor`` scales the placement's layer times."""
+
+    placement: str  # Placement.content_hash() of the placement measured
+    model: str
+    batch_size: int
+    micro_batches: int
+    whole_ms: float  # the unsplit step (one part), same batch and micro-batches
+    split_ms: float  # the placement's step, every part on the one device
+
+    @property
+    def factor(self) -> float:
+        return self.split_ms / self.whole_ms
+
+
+@dataclass(frozen=True)
 class DeviceSpec:
     """One device kind: compute rate, memory capacity and memory bandwidth (optimizer updates)."""
 
@@ -112,6 +132,16 @@ class DeviceSpec:
     #: the runtime's inter-op threads run several ops at once on the device's cores, sharing them (a CPU worker);
     #: False: one op at a time (a GPU's stream)
     ops_share_cores: bool = False
+    #: measured costs of placements' split op structure (``hgpart calibrate-split``; empty: not charged)
+    split_costs: tuple[SplitCost, ...] = ()
+
+    def split_cost(self, placement: str, batch: int, micro_batches: int) -> SplitCost | None:
+        """The measured split cost of the placement with content hash ``placement`` at ``micro_batches`` and the
+        batch size nearest ``batch`` (by ratio), or ``None`` when it was not measured."""
+        mine = [c for c in self.split_costs if c.placement == placement and c.micro_batches == micro_batches]
+        if not mine:
+            return None
+        return min(mine, key=lambda c: (abs(math.log(c.batch_size / batch)), c.batch_size))
 
     def client_seconds(self, model: str, input_shape: Sequence[int], batch: int) -> ClientCpuCost | None:
         """The measured client CPU of ``model`` at ``input_shape`` and the batch size nearest ``batch`` (by ratio),
@@ -298,7 +328,8 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                                                    int(c["batch_size"]), float(c["step_us"]) * 1e-6,
                                                    float(c["async_call_us"]) * 1e-6)
                                          for c in dev.get("client_cpu", ())),
-                        ops_share_cores=bool(dev.get("ops_share_cores", False)))
+                        ops_share_cores=bool(dev.get("ops_share_cores", False)),
+                        split_costs=tuple(split_cost_from_dict(c) for c in dev.get("split_costs", ())))
     links = d["links"]
     intra = _link(links.get("intra_node"), PortOwner.DEVICE)
     inter = _link(links.get("inter_node"), PortOwner.NODE)
@@ -310,6 +341,19 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
                            fix="describe the network between nodes")
     return Cluster(name=d["name"], nodes=int(d["nodes"]), devices_per_node=int(d["devices_per_node"]), device=device,
                    intra=intra, inter=inter, description=str(d.get("description", "")), path=where)
+
+
+def split_cost_from_dict(c: dict[str, Any]) -> SplitCost:
+    """A ``device.split_costs`` entry of a (schema-valid) cluster file."""
+    return SplitCost(str(c["placement"]), str(c["model"]), int(c["batch_size"]), int(c["micro_batches"]),
+                     float(c["whole_ms"]), float(c["split_ms"]))
+
+
+def split_cost_to_dict(c: SplitCost) -> dict[str, Any]:
+    """The ``device.split_costs`` entry of ``c``, as :func:`split_cost_from_dict` reads it."""
+    return {"placement": c.placement, "model": c.model, "batch_size": c.batch_size,
+            "micro_batches": c.micro_batches, "whole_ms": round(c.whole_ms, 4), "split_ms": round(c.split_ms, 4),
+            "factor": round(c.factor, 4)}
 
 
 def _link(d: dict[str, Any] | None, default: PortOwner) -> Link | None:

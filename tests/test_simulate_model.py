@@ -15,7 +15,8 @@ import pytest
 from hgtoys import branching_network, toy_network, unit_work
 
 from hgpart.cli import main
-from hgpart.cluster import Cluster, cluster_from_dict
+from hgpart.cluster import Cluster, SplitCost, cluster_from_dict, split_cost_to_dict
+from hgpart.commands.calibrate_split_cmds import merge_split_costs, split_micro_batches
 from hgpart.errors import HgpartError
 from hgpart.hypergraph import build_hypergraph
 from hgpart.memory import placement_memory
@@ -417,3 +418,50 @@ def test_a_device_whose_ops_share_its_cores_runs_a_parts_ready_tasks_at_once() -
     assert 2 <= most_at_once(shared) <= 4  # the runtime's inter-op threads: 4
     work = [sum(t.duration for t in r.tasks if t.kind is TaskKind.COMPUTE) for r in (alone, shared)]
     assert work[0] == pytest.approx(work[1], rel=1e-12)
+
+
+@pytest.mark.parametrize(("mode", "micro"), [(Mode.ASYNC, 1), (Mode.SYNC, 2)])
+def test_a_placements_measured_split_cost_scales_its_compute_and_no_other_placements(mode: Mode, micro: int
+                                                                                     ) -> None:
+    # `hgpart calibrate-split` timed the placement's step with every part on one device against the unsplit
+    # model's: the simulator charges that factor on the placement's forward and backward work, at the matching
+    # micro-batches and the nearest batch size, and leaves other placements, other micro-batches and updates alone
+    pl, other = _placement(k=2, seed=1), _placement(k=2, seed=2)
+    base = _cluster()
+    entry = {"placement": pl.content_hash(), "model": pl.graph.name, "micro_batches": micro, "whole_ms": 10.0}
+    cluster = _cluster(split_costs=[{**entry, "batch_size": 64, "split_ms": 30.0},   # nearer 8: this one
+                                    {**entry, "batch_size": 2, "split_ms": 15.0},
+                                    {**entry, "micro_batches": micro + 1, "batch_size": 8, "split_ms": 99.0}])
+    opts = SimOptions(batch_size=8, mode=mode, inflight=2, jobs=1)
+
+    def work(p: Placement, c: Cluster) -> tuple[float, float]:
+        tasks = simulate(p, c, opts).tasks
+        return (sum(t.end - t.start for t in tasks if t.kind is TaskKind.COMPUTE),
+                sum(t.end - t.start for t in tasks if t.kind is TaskKind.UPDATE))
+
+    (plain, plain_up), (charged, charged_up) = work(pl, base), work(pl, cluster)
+    assert charged == pytest.approx(1.5 * plain, rel=1e-12)  # 15 / 10: batch 2 is nearer 8 than 64 by ratio
+    assert charged_up == pytest.approx(plain_up, rel=1e-12)
+    assert work(other, cluster) == pytest.approx(work(other, base), rel=1e-12)
+    assert "x1.500 for the split op structure" in simulate(pl, cluster, opts).compute_source
+
+
+def test_a_cluster_files_split_costs_are_checked_and_merged_by_placement_batch_and_micro_batches() -> None:
+    a = SplitCost("0123456789abcdef", "toy", 32, 2, 10.0, 12.5)
+    d = copy.deepcopy(CLUSTER)
+    d["device"]["split_costs"] = [split_cost_to_dict(a)]
+    assert cluster_from_dict(d).device.split_costs == (a,)
+    assert cluster_from_dict(d).device.split_cost(a.placement, 16, 1) is None  # measured at 2 micro-batches only
+    bad = copy.deepcopy(d)
+    bad["device"]["split_costs"][0]["placement"] = "not-a-hash"
+    with pytest.raises(HgpartError, match="split_costs"):
+        cluster_from_dict(bad)
+    again = dataclasses.replace(a, split_ms=20.0)
+    b = dataclasses.replace(a, batch_size=64)
+    merged = merge_split_costs(d, [again, b])
+    assert cluster_from_dict(merged).device.split_costs == (again, b)  # a replaced, b added
+    assert d["device"]["split_costs"] == [split_cost_to_dict(a)]  # the document given is not changed
+    pl = _placement(k=4)
+    assert split_micro_batches(pl, "both", 0) == [1, 4]
+    assert split_micro_batches(pl, "sync", 2) == [2]
+    assert split_micro_batches(pl, "async", 0) == [1]

@@ -52,6 +52,13 @@ class LayerTimes:
     def total(self) -> float:
         return sum(self.forward.values()) + sum(self.backward.values())
 
+    def scaled(self, factor: float, why: str) -> LayerTimes:
+        """Every layer's forward and backward time times ``factor`` (the updates as they are), ``why`` added to
+        the source."""
+        return LayerTimes({n: t * factor for n, t in self.forward.items()},
+                          {n: t * factor for n, t in self.backward.items()}, self.batch,
+                          f"{self.source}, {why}", self.update)
+
 
 def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTimes:
     """The layer times of ``graph`` at ``batch`` samples on ``device`` (see the module docstring)."""

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from hgpart.cluster import Cluster
+from hgpart.cluster import Cluster, SplitCost
 from hgpart.errors import BadOptionError, parse_enum
 from hgpart.fileio import write_json
 from hgpart.hypergraph import Hypergraph
@@ -286,6 +286,11 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     micro = share if opts.mode is Mode.ASYNC else share // n
     if micro != times.batch:  # a layer's time per sample depends on the batch it runs at: the profile nearest it
         times = layer_times(pl.graph, cluster.device, batch=micro)
+    split = _split_cost(pl, cluster, share, n if opts.mode is Mode.SYNC else 1)
+    if split is not None:
+        times = times.scaled(split.factor, f"x{split.factor:.3f} for the split op structure (measured by "
+                                           f"`hgpart calibrate-split` at B={split.batch_size}, "
+                                           f"{split.micro_batches} micro-batch(es))")
     together = opts.mode is Mode.SYNC and opts.pipeline is SimPipeline.GRAPH
     # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together
     # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample; the compiled
@@ -308,6 +313,14 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     shared = {wl.where.compute(d): threads for d in range(k * reps)} if cluster.device.ops_share_cores else {}
     return _Built(wl, [DeviceMemory.of(r * k + p, m, cap) for r in range(reps) for p, m in enumerate(mem)], n,
                   times.source, shared)
+
+
+def _split_cost(pl: Placement, cluster: Cluster, batch: int, micro: int) -> SplitCost | None:
+    """The cluster's measured cost of ``pl``'s split op structure at ``micro`` micro-batches and the batch nearest
+    ``batch`` (None: not measured, or the placement does not split anything)."""
+    if not cluster.device.split_costs or pl.k < 2:
+        return None
+    return cluster.device.split_cost(pl.content_hash(), batch, micro)
 
 
 def _part_updates(tpl: MPTemplate, graph: LayerGraph, per_layer: dict[str, float]) -> list[float]:
