@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "hgpart.commands.sim_cmds",
     "hgpart.commands.plan_cmds",
     "hgpart.commands.calibrate_cmds",
+    "hgpart.commands.calibrate_split_cmds",
 ]
 
 #: drops TensorFlow's C++ log lines from file descriptor 2 while :func:`main` runs (off with --verbose)
