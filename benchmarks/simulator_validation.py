@@ -31,6 +31,12 @@ What it does, in this order, each step in its own process:
    all-reduce costs the measured ``allreduce`` of the link, and the link holds both workers for every transfer
    (``holds_devices``: the workers' cores do the copies).
 
+2b. ``hgpart calibrate-split`` (unless ``--no-split-cost``) of every placement a model-parallel run used, at its
+   batch size and micro-batches, into the cluster file: each placement's training step with every part on one
+   pinned worker against the unsplit model's, timed side by side (no run is timed again: this is the cost of the
+   split layers' smaller ops, selections and concatenations on one core, which the profiles of whole layers do not
+   hold). The simulator scales that placement's layer times by it.
+
 Writes ``OUT/validation.csv`` (``model,strategy,batch_size,measured_ips,predicted_ips,error``...), ``OUT/report.md``
 (median and worst absolute error, per model and per strategy, the load average at the start and end of every
 child), ``OUT/measured/*.json`` (the comparisons), ``OUT/placements/`` and ``OUT/output.txt`` is the printed run.
@@ -202,6 +208,28 @@ def measured_runs(out: Path) -> dict[tuple[str, str, int, str], list[dict[str, A
     return runs
 
 
+def calibrate_splits(out: Path, cluster_path: Path) -> None:
+    """``hgpart calibrate-split`` of every placement a measured model-parallel run used, at its batch size and
+    micro-batches (async: 1; sync: K), into the cluster file; those already in it are not measured again. One
+    process per model, batch size and mode (one local worker each)."""
+    from hgpart.cluster import load_cluster
+
+    have = {(c.placement, c.batch_size, c.micro_batches) for c in load_cluster(str(cluster_path)).device.split_costs}
+    groups: dict[tuple[str, int, str], dict[str, str]] = {}  # (model, batch, mode) -> content hash -> file
+    for (model, method, batch, _), rs in sorted(measured_runs(out).items()):
+        if method in BASELINES:
+            continue
+        mode = "async" if method.endswith("-async") else "sync"
+        pl = _placement(rs[0]["placement"])
+        if (pl.content_hash(), batch, 1 if mode == "async" else pl.k) not in have:
+            groups.setdefault((model, batch, mode), {})[pl.content_hash()] = rs[0]["placement"]
+    for (model, batch, mode), files in sorted(groups.items()):
+        cmd = [_hgpart(), "calibrate-split", *sorted(files.values()), "--cluster", str(cluster_path),
+               "--batch-sizes", str(batch), "--mode", mode]
+        print("$", " ".join(cmd[1:]), f"# {model}, load {loadavg()}", flush=True)
+        subprocess.run(cmd, check=True)
+
+
 def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     """One row per (model, strategy, batch size, way its steps ran): the median measured images/s over the
     repeats beside the prediction, simulated from the placement the repeats saved (every repeat compiles
@@ -214,13 +242,25 @@ def predict(out: Path, cluster_path: Path) -> list[dict[str, Any]]:
     for (model, method, batch, kind), rs in sorted(measured_runs(out).items()):
         pred = simulate_run(rs[0], rs[0]["placement"], cluster, rs[0]["k"])
         meas = statistics.median(r["images_per_s"] for r in rs)
+        split = split_factor(rs[0], cluster)
         rows.append({"model": model, "strategy": method, "batch_size": batch, "pipeline": kind,
                      "measured_ips": round(meas, 3),
                      "predicted_ips": round(pred, 3), "error": round(pred / meas - 1.0, 4), "repeats": len(rs),
                      "measured_min": round(min(r["images_per_s"] for r in rs), 3),
                      "measured_max": round(max(r["images_per_s"] for r in rs), 3), "steps": rs[0]["steps"],
-                     "load_min": min(r["load"][0] for r in rs), "load_max": max(max(r["load"]) for r in rs)})
+                     "load_min": min(r["load"][0] for r in rs), "load_max": max(max(r["load"]) for r in rs),
+                     "split_factor": "" if split is None else round(split, 4)})
     return rows
+
+
+def split_factor(run: dict[str, Any], cluster: Any) -> float | None:
+    """The measured split cost the simulation of a model-parallel run charged (None: none, or not such a run)."""
+    if run["method"] in BASELINES or not cluster.device.split_costs:
+        return None
+    pl = _placement(run["placement"])
+    micro = 1 if run["method"].endswith("-async") else pl.k
+    cost = cluster.device.split_cost(pl.content_hash(), run["batch_size"], micro)
+    return None if cost is None else cost.factor
 
 
 def single_vs_profile(rows: list[dict[str, Any]], cluster: Any) -> list[str]:
@@ -279,11 +319,12 @@ def report(rows: list[dict[str, Any]], out: Path, argv: list[str], cluster_path:
             lines.append("")
     lines += single_vs_profile(rows, load_cluster(str(cluster_path)))
     lines += ["| model | strategy | B | steps as | measured img/s (median) | min..max | repeats | predicted img/s | "
-              "error | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "error | load | split cost |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['model']} | {r['strategy']} | {r['batch_size']} | {r['pipeline'] or '-'} | "
               f"{r['measured_ips']:.1f} | "
               f"{r['measured_min']:.1f}..{r['measured_max']:.1f} | {r['repeats']} | {r['predicted_ips']:.1f} | "
-              f"{100 * r['error']:+.1f} % | {r['load_min']}..{r['load_max']} |" for r in rows]
+              f"{100 * r['error']:+.1f} % | {r['load_min']}..{r['load_max']} | "
+              f"{'-' if r['split_factor'] == '' else 'x' + format(r['split_factor'], '.3f')} |" for r in rows]
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text)
     if rows:
@@ -305,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/simulator_validation"))
     ap.add_argument("--repeats", default="0", help="repeat indices to measure, e.g. 0,1,2 (each a pass over every "
                     "model and batch size; the report takes the median per row)")
+    ap.add_argument("--no-split-cost", dest="split_cost", action="store_false",
+                    help="do not run `hgpart calibrate-split` on the placements measured (the simulator then charges "
+                    "a split layer what the whole layer costs, unless the cluster file has its cost already)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -326,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"{loadavg()}", flush=True)
                     subprocess.run([sys.executable, __file__, "--child", f"{model}:{size}:{b}:{steps}:{rep}",
                                     "--out", str(args.out), "--methods", args.methods], check=True)
+    if args.split_cost:
+        calibrate_splits(args.out, cluster_path)
     loads.append(loadavg())
     rows = predict(args.out, cluster_path)
     print(report(rows, args.out, argv, cluster_path, loads, args.cluster is None))
