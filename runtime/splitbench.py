@@ -13,8 +13,9 @@ channel selections, concatenations and partial sums (:mod:`hgpart.runtime.partit
 same core. This builds each placement's training step exactly as the runtime does (:class:`TrainStep` over a
 :class:`PlacedModel`, Adam) with all its parts on ONE device, so that nothing crosses between devices, and the same
 model's unsplit step (one part) at the same batch size and micro-batches, and times them interleaved: ``reps``
-rounds of ``calls`` calls each, the median per step. Their ratio is the
-:class:`hgpart.cluster.SplitCost` the cluster file records.
+rounds of ``calls`` calls each, the median per step. Their ratio is what ``hgpart calibrate-split`` records in a
+cluster file (the runtime shares only the placement with the compiler, so it returns its own
+:class:`SplitTiming`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,10 @@ from hgpart.runtime.modelsource import build_for_placement
 from hgpart.runtime.partitioned import PlacedModel
 from hgpart.runtime.step import OptimizerSpec, TrainStep
 
-from hgpart.cluster import SplitCost
 from hgpart.errors import HgpartError
 from hgpart.placement import Placement
 
-__all__ = ["SplitRequest", "measure_split_costs", "whole_placement"]
+__all__ = ["SplitRequest", "SplitTiming", "measure_split_costs", "whole_placement"]
 
 #: warm-up calls of every step before the timed rounds (the first traces and allocates)
 WARMUP_CALLS = 3
@@ -51,6 +51,23 @@ class SplitRequest:
     micro_batches: int = 1
 
 
+@dataclass(frozen=True)
+class SplitTiming:
+    """A placement's training step and its model's unsplit step, timed on one device at one batch size."""
+
+    placement: str  #: the placement's content hash
+    model: str
+    batch_size: int
+    micro_batches: int
+    whole_ms: float  #: the unsplit model's step (one part), median over the rounds
+    split_ms: float  #: the placement's step with every part on the same device
+
+    @property
+    def factor(self) -> float:
+        """The split step over the unsplit one."""
+        return self.split_ms / self.whole_ms
+
+
 def whole_placement(pl: Placement) -> Placement:
     """The one-part placement of ``pl``'s model: every vertex on part 0, so no layer is split."""
     hg = pl.hypergraph()
@@ -59,8 +76,8 @@ def whole_placement(pl: Placement) -> Placement:
 
 
 def measure_split_costs(requests: Sequence[SplitRequest], ds: DeviceSet, *, batch_size: int, reps: int = 15,
-                        calls: int = 5, report: Callable[[str], None] | None = None) -> list[SplitCost]:
-    """The :class:`SplitCost` of every request on ``ds.devices[0]`` at ``batch_size`` (see the module docstring),
+                        calls: int = 5, report: Callable[[str], None] | None = None) -> list[SplitTiming]:
+    """The :class:`SplitTiming` of every request on ``ds.devices[0]`` at ``batch_size`` (see the module docstring),
     in request order. A dead worker is one :class:`HgpartError`."""
     if reps < 1 or calls < 1:
         raise HgpartError(f"need reps >= 1 and calls >= 1 (got {reps}, {calls})", where="split benchmark")
@@ -73,7 +90,7 @@ def measure_split_costs(requests: Sequence[SplitRequest], ds: DeviceSet, *, batc
 
 
 def _measure(requests: list[SplitRequest], dev: str, batch: int, reps: int, calls: int,
-             report: Callable[[str], None] | None) -> list[SplitCost]:
+             report: Callable[[str], None] | None) -> list[SplitTiming]:
     import tensorflow as tf
 
     steps: dict[tuple[str, int], tuple[Any, Any, Any]] = {}  # (content hash, micro-batches) -> (step, x, y)
@@ -113,6 +130,6 @@ def _measure(requests: list[SplitRequest], dev: str, batch: int, reps: int, call
     for r, (key, fp) in zip(requests, keys, strict=True):
         whole = statistics.median(times[wholes[fp]])
         split = statistics.median(times[key])
-        out.append(SplitCost(placement=key[0], model=r.placement.graph.name, batch_size=batch,
+        out.append(SplitTiming(placement=key[0], model=r.placement.graph.name, batch_size=batch,
                              micro_batches=r.micro_batches, whole_ms=1000.0 * whole, split_ms=1000.0 * split))
     return out

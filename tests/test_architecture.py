@@ -47,6 +47,7 @@ RUNTIME_GATEWAYS = {
     "hgpart.commands.quickstart_cmds",
     "hgpart.commands.compare_cmds",  # compare-run opens the devices before TensorFlow starts
     "hgpart.commands.calibrate_cmds",  # calibrate measures the link between two local workers
+    "hgpart.commands.calibrate_split_cmds",  # calibrate-split times placements' steps on one local worker
 }
 
 
