@@ -57,6 +57,9 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   flight, run at once at their share of the core (the simulator's rule before 2026-12-03); with the rule, one
   (micro-)batch's ops share the core and another's wait for them (``Engine.one_flow``). The model-parallel rows are
   printed;
+* ``without the split cost``: no placement is charged the cost of its split op structure that ``hgpart
+  calibrate-split`` measured (the cluster file's ``device.split_costs`` ignored, the rule before 2026-12-04); the
+  model-parallel rows are printed;
 * ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
   data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
   not wait for it; its rows are printed;
@@ -399,6 +402,10 @@ def main(argv: list[str]) -> int:
     with mock.patch.object(simrun, "Engine", lambda **kw: Engine(**{**kw, "one_flow": False})):
         rows = sv.predict(out, cluster)
     lines.append(_summary(rows, "batches and micro-batches sharing a worker's core"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
+    with mock.patch.object(simrun, "_split_cost", lambda *a: None):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "without the split cost"))
     lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
     for patch, label in ((_client_beside, "async data-parallel calls not waiting for the client's work"),
                          (_client_any_thread, "the client's work of two calls at once")):
