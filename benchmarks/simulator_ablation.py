@@ -60,6 +60,9 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
 * ``without the split cost``: no placement is charged the cost of its split op structure that ``hgpart
   calibrate-split`` measured (the cluster file's ``device.split_costs`` ignored, the rule before 2026-12-04); the
   model-parallel rows are printed;
+* ``without the call cost``: no device pays, per call of the step, what ``hgpart calibrate-split``'s unsplit step
+  of the model measured beyond its layers and update (:func:`hgpart.simulate.costs.worker_call_cost` ignored, the
+  rule before 2026-12-04 evening); every strategy's rows are printed;
 * ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
   data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
   not wait for it; its rows are printed;
@@ -407,6 +410,10 @@ def main(argv: list[str]) -> int:
         rows = sv.predict(out, cluster)
     lines.append(_summary(rows, "without the split cost"))
     lines += _rows(rows, lambda r: r["strategy"].startswith(mp))
+    with mock.patch.object(simrun, "worker_call_cost", lambda *a: None):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "without the call cost"))
+    lines += _rows(rows, lambda r: True)
     for patch, label in ((_client_beside, "async data-parallel calls not waiting for the client's work"),
                          (_client_any_thread, "the client's work of two calls at once")):
         with mock.patch.object(workloads.ClientWork, "add", patch):

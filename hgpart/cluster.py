@@ -98,7 +98,9 @@ class SplitCost:
     """The measured cost of one placement's split op structure on this device kind: its training step with every
     part on one device (no transfer: the smaller ops of split layers, the channel selections, concatenations and
     partial sums the runtime adds) against the same model's unsplit step, at one batch size and number of
-    micro-batches, timed side by side by ``hgpart calibrate-split``. ``factor`` scales the placement's layer times."""
+    micro-batches, timed side by side by ``hgpart calibrate-split``. ``factor`` scales the placement's layer times;
+    ``whole_ms`` at one micro-batch is the runtime's own step of the model on one device, whose excess over the
+    layers the simulator charges per call (:func:`hgpart.simulate.costs.worker_call_cost`)."""
 
     placement: str  # Placement.content_hash() of the placement measured
     model: str
@@ -106,6 +108,7 @@ class SplitCost:
     micro_batches: int
     whole_ms: float  # the unsplit step (one part), same batch and micro-batches
     split_ms: float  # the placement's step, every part on the one device
+    input_shape: tuple[int, ...] | None = None  # the model's input (None: a file written before it was recorded)
 
     @property
     def factor(self) -> float:
@@ -345,15 +348,17 @@ def cluster_from_dict(d: Any, *, where: str = "cluster", base: Path | None = Non
 
 def split_cost_from_dict(c: dict[str, Any]) -> SplitCost:
     """A ``device.split_costs`` entry of a (schema-valid) cluster file."""
+    shape = tuple(int(v) for v in c["input"]) if "input" in c else None
     return SplitCost(str(c["placement"]), str(c["model"]), int(c["batch_size"]), int(c["micro_batches"]),
-                     float(c["whole_ms"]), float(c["split_ms"]))
+                     float(c["whole_ms"]), float(c["split_ms"]), shape)
 
 
 def split_cost_to_dict(c: SplitCost) -> dict[str, Any]:
     """The ``device.split_costs`` entry of ``c``, as :func:`split_cost_from_dict` reads it."""
-    return {"placement": c.placement, "model": c.model, "batch_size": c.batch_size,
-            "micro_batches": c.micro_batches, "whole_ms": round(c.whole_ms, 4), "split_ms": round(c.split_ms, 4),
-            "factor": round(c.factor, 4)}
+    out = {"placement": c.placement, "model": c.model, "batch_size": c.batch_size,
+           "micro_batches": c.micro_batches, "whole_ms": round(c.whole_ms, 4), "split_ms": round(c.split_ms, 4),
+           "factor": round(c.factor, 4)}
+    return out if c.input_shape is None else {**out, "input": list(c.input_shape)}
 
 
 def _link(d: dict[str, Any] | None, default: PortOwner) -> Link | None:

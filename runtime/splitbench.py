@@ -61,6 +61,7 @@ class SplitTiming:
     micro_batches: int
     whole_ms: float  #: the unsplit model's step (one part), median over the rounds
     split_ms: float  #: the placement's step with every part on the same device
+    input_shape: tuple[int, ...] = ()  #: the model's input
 
     @property
     def factor(self) -> float:
@@ -131,5 +132,6 @@ def _measure(requests: list[SplitRequest], dev: str, batch: int, reps: int, call
         whole = statistics.median(times[wholes[fp]])
         split = statistics.median(times[key])
         out.append(SplitTiming(placement=key[0], model=r.placement.graph.name, batch_size=batch,
-                             micro_batches=r.micro_batches, whole_ms=1000.0 * whole, split_ms=1000.0 * split))
+                             micro_batches=r.micro_batches, whole_ms=1000.0 * whole, split_ms=1000.0 * split,
+                             input_shape=tuple(r.placement.graph.input_shape)))
     return out

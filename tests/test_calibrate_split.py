@@ -19,6 +19,7 @@ from toyplacements import B, two_part_placement
 from hgpart.cli import main
 from hgpart.cluster import cluster_from_dict, load_cluster
 from hgpart.simulate import Mode, SimOptions, SimResult, simulate
+from hgpart.simulate.costs import worker_call_cost
 from hgpart.simulate.engine import TaskKind
 
 _ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", COLUMNS="200")
@@ -57,18 +58,21 @@ def test_a_fine_placements_split_cost_is_measured_recorded_and_charged_to_it_alo
     for pl in (fine, layerwise):
         for micro in (1, 2):  # async (a batch at a time) and sync (K micro-batches)
             c = got[(pl.content_hash(), micro)]
-            assert c.batch_size == B and c.model == "minivgg"
+            assert c.batch_size == B and c.model == "minivgg" and c.input_shape == tuple(pl.graph.input_shape)
             assert 0 < c.whole_ms < 5000 and math.isfinite(c.factor) and c.factor > 0
     # the fine placement splits every layer in two (twice the ops, plus selections and concatenations); the
     # layer-wise one splits none, so it runs the unsplit model's ops
     assert got[(fine.content_hash(), 1)].factor > got[(layerwise.content_hash(), 1)].factor
     assert not list(tmp_path.glob("*.tmp"))
-    # `hgpart simulate` charges the sync micro-batches' factor on the fine placement's compute
+    # `hgpart simulate` charges the sync micro-batches' factor on the fine placement's compute, and once per call
+    # what the unsplit step measured beyond the layers
     opts = SimOptions(batch_size=B, mode=Mode.SYNC, inflight=2, jobs=1)
     res, plain = simulate(fine, load_cluster(cluster), opts), simulate(fine, cluster_from_dict(CLUSTER), opts)
     factor = got[(fine.content_hash(), 2)].factor
+    call = worker_call_cost(fine.graph, load_cluster(cluster).device, B)
+    assert call is not None and call.whole_ms == got[(fine.content_hash(), 1)].whole_ms
     assert f"x{factor:.3f} for the split op structure" in res.compute_source
-    assert _compute(res) == pytest.approx(factor * _compute(plain), rel=1e-9)
+    assert _compute(res) == pytest.approx(factor * _compute(plain) + call.seconds, rel=1e-9)
 
 
 def _compute(res: SimResult) -> float:

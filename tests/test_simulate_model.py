@@ -22,7 +22,7 @@ from hgpart.hypergraph import build_hypergraph
 from hgpart.memory import placement_memory
 from hgpart.placement import Placement
 from hgpart.simulate import Mode, SimOptions, SimPipeline, SimStrategy, simulate
-from hgpart.simulate.costs import layer_times
+from hgpart.simulate.costs import layer_times, layer_update_seconds
 from hgpart.simulate.engine import TaskKind
 from hgpart.simulate.paradl import data_parallel_epoch, paradl_inputs
 
@@ -428,10 +428,11 @@ def test_a_placements_measured_split_cost_scales_its_compute_and_no_other_placem
     # micro-batches and the nearest batch size, and leaves other placements, other micro-batches and updates alone
     pl, other = _placement(k=2, seed=1), _placement(k=2, seed=2)
     base = _cluster()
-    entry = {"placement": pl.content_hash(), "model": pl.graph.name, "micro_batches": micro, "whole_ms": 10.0}
-    cluster = _cluster(split_costs=[{**entry, "batch_size": 64, "split_ms": 30.0},   # nearer 8: this one
-                                    {**entry, "batch_size": 2, "split_ms": 15.0},
-                                    {**entry, "micro_batches": micro + 1, "batch_size": 8, "split_ms": 99.0}])
+    # an unsplit step faster than the layers adds no cost of its own per call (that cost is tested below)
+    entry = {"placement": pl.content_hash(), "model": pl.graph.name, "micro_batches": micro, "whole_ms": 1e-6}
+    cluster = _cluster(split_costs=[{**entry, "batch_size": 64, "split_ms": 3e-6},   # nearer 8: this one
+                                    {**entry, "batch_size": 2, "split_ms": 1.5e-6},
+                                    {**entry, "micro_batches": micro + 1, "batch_size": 8, "split_ms": 99e-6}])
     opts = SimOptions(batch_size=8, mode=mode, inflight=2, jobs=1)
 
     def work(p: Placement, c: Cluster) -> tuple[float, float]:
@@ -444,6 +445,40 @@ def test_a_placements_measured_split_cost_scales_its_compute_and_no_other_placem
     assert charged_up == pytest.approx(plain_up, rel=1e-12)
     assert work(other, cluster) == pytest.approx(work(other, base), rel=1e-12)
     assert "x1.500 for the split op structure" in simulate(pl, cluster, opts).compute_source
+
+
+def test_the_unsplit_steps_time_beyond_its_layers_is_charged_once_per_call_of_the_step() -> None:
+    # `hgpart calibrate-split` timed the unsplit model's step on one device at 5 ms more than its layers and update:
+    # every strategy's device pays those 5 ms per call, spread over its layers; the compiled pipeline's call of 4
+    # steps pays them once; a sync step's two micro-batches are one call; another input of the model pays nothing
+    pl = _placement(k=2, seed=1)
+    base = _cluster()
+    at8 = layer_times(pl.graph, base.device, batch=8)
+    update = sum(layer_update_seconds(pl.graph, at8, base.device, "adam").values())
+    extra = 0.005
+    entry = {"placement": pl.content_hash(), "model": pl.graph.name, "micro_batches": 1, "batch_size": 8,
+             "whole_ms": 1000.0 * (at8.total() + update + extra)}
+    entry["split_ms"] = entry["whole_ms"]  # the placement's split costs nothing more: only the call cost is seen
+    cluster = _cluster(split_costs=[entry])
+
+    def compute(c: Cluster, opts: SimOptions) -> float:
+        return sum(t.end - t.start for t in simulate(pl, c, opts).tasks if t.kind is TaskKind.COMPUTE)
+
+    single = SimOptions(batch_size=8, strategy=SimStrategy.SINGLE, jobs=1)
+    assert compute(cluster, single) == pytest.approx(at8.total() + extra, rel=1e-9)
+    assert compute(base, single) == pytest.approx(at8.total(), rel=1e-9)
+    compiled = dataclasses.replace(single, pipeline=SimPipeline.COMPILED, steps_per_call=4, jobs=4)
+    assert compute(cluster, compiled) == pytest.approx(4 * at8.total() + extra, rel=1e-9)
+    ring = SimOptions(batch_size=16, strategy=SimStrategy.SYNC_DP, devices=2, jobs=1)  # two replicas of 8
+    assert compute(cluster, ring) == pytest.approx(2 * (at8.total() + extra), rel=1e-9)
+    mp_async = SimOptions(batch_size=8, mode=Mode.ASYNC, inflight=1, jobs=1)
+    assert compute(cluster, mp_async) == pytest.approx(at8.total() + extra, rel=1e-9)
+    at4 = layer_times(pl.graph, base.device, batch=4)
+    mp_sync = SimOptions(batch_size=8, mode=Mode.SYNC, inflight=2, jobs=1)  # one call of two micro-batches of 4
+    assert compute(cluster, mp_sync) == pytest.approx(2 * at4.total() + extra, rel=1e-9)
+    other_input = _cluster(split_costs=[{**entry, "input": [i + 1 for i in pl.graph.input_shape]}])
+    assert compute(other_input, single) == pytest.approx(at8.total(), rel=1e-9)
+    assert "5.00 ms per call of 1 step(s)" in simulate(pl, cluster, single).compute_source
 
 
 def test_a_cluster_files_split_costs_are_checked_and_merged_by_placement_batch_and_micro_batches() -> None:

@@ -108,7 +108,8 @@ def calibrate_split_cmd(
     with open_local(1, cores=usable[:cores], inter_op=4, start_timeout=180) as ds:
         for b in batches:
             con.print(f"timing {len(reqs)} step(s) at batch {b} on one worker of {cores} core(s), {reps} rounds ...")
-            costs += [SplitCost(t.placement, t.model, t.batch_size, t.micro_batches, t.whole_ms, t.split_ms)
+            costs += [SplitCost(t.placement, t.model, t.batch_size, t.micro_batches, t.whole_ms, t.split_ms,
+                                t.input_shape or None)
                       for t in measure_split_costs(reqs, ds, batch_size=b, reps=reps)]
     merged = merge_split_costs(doc, costs)
     cluster_from_dict(merged, where=str(cluster), base=cluster.parent)  # what is written must load

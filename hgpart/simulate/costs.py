@@ -17,10 +17,14 @@ update is memory-bound: it streams the bytes of :data:`UPDATE_BYTES` per paramet
 bandwidth, unless the profile measured it: a profile with ``update_ms`` timed each weighted layer's update with
 the fused Adam kernel the runtime runs, and :func:`layer_update_seconds` uses that (scaled by the bytes another
 optimizer streams), since the kernel's speed on small and large tensors is not a bandwidth figure.
+Where ``hgpart calibrate-split`` timed the runtime's unsplit step of the model on one device, what that step
+spends beyond its layers and update is a cost of every call on the device (:func:`worker_call_cost`).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,8 +34,8 @@ from hgpart.layergraph import LayerGraph
 from hgpart.metrics import OPTIMIZER_SLOTS
 from hgpart.profile import BACKWARD_FLOP_FACTOR, Profile
 
-__all__ = ["LayerTimes", "layer_times", "measured_profiles", "step_floor", "step_without_update_ms",
-           "layer_update_seconds", "update_seconds", "UPDATE_BYTES"]
+__all__ = ["LayerTimes", "WorkerCall", "layer_times", "worker_call_cost", "measured_profiles", "step_floor",
+           "step_without_update_ms", "layer_update_seconds", "update_seconds", "UPDATE_BYTES"]
 
 #: bytes read and written per parameter by one update, float32: parameter, gradient and each optimizer slot are
 #: read, parameter and slots written (sgd 3 x 4, momentum 5 x 4, adam 7 x 4)
@@ -58,6 +62,45 @@ class LayerTimes:
         return LayerTimes({n: t * factor for n, t in self.forward.items()},
                           {n: t * factor for n, t in self.backward.items()}, self.batch,
                           f"{self.source}, {why}", self.update)
+
+
+@dataclass(frozen=True)
+class WorkerCall:
+    """What one call of a model's training step costs its device beyond the layers and the update: the runtime's
+    unsplit step of the model on one device, ``whole_ms`` at ``batch_size``, less ``layers_ms`` + ``update_ms``
+    the simulator gives that step (none below zero)."""
+
+    batch_size: int
+    whole_ms: float
+    layers_ms: float  # the forward and backward passes of every layer at batch_size (profile or FLOPs)
+    update_ms: float  # the Adam update of every layer, which the measured step also ran
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.whole_ms - self.layers_ms - self.update_ms) / 1000.0
+
+
+def worker_call_cost(graph: LayerGraph, device: DeviceSpec, batch: int) -> WorkerCall | None:
+    """The :class:`WorkerCall` of ``graph`` from the device's measured unsplit steps (``device.split_costs`` at one
+    micro-batch, of this model name and input, at the batch size nearest ``batch`` by ratio), or None.
+
+    Why: a profile times each layer in the profiler's harness, and its layers and update add up to less than the
+    runtime's own step of the model on a worker (a remote function, its input on the worker, Adam), which
+    ``hgpart calibrate-split`` times beside every placement it measures: by a few milliseconds per call whatever
+    the batch, which is why the single device and data parallelism, one call per step, ran slower than their
+    layers at small batches on every validation. The simulator charges that difference on the device once per
+    call of the step (:func:`hgpart.simulate.run.simulate`), so the compiled pipeline's calls of many steps pay it
+    once for all of them."""
+    shape = tuple(graph.input_shape)
+    mine = [c for c in device.split_costs if c.model == graph.name and c.micro_batches == 1
+            and (c.input_shape is None or c.input_shape == shape)]
+    if not mine:
+        return None
+    near = min({c.batch_size for c in mine}, key=lambda b: (abs(math.log(b / batch)), b))
+    whole = statistics.median(c.whole_ms for c in mine if c.batch_size == near)
+    ref = layer_times(graph, device, batch=near)
+    update = sum(layer_update_seconds(graph, ref, device, "adam").values())
+    return WorkerCall(near, whole, 1000.0 * ref.total(), 1000.0 * update)
 
 
 def layer_times(graph: LayerGraph, device: DeviceSpec, *, batch: int) -> LayerTimes:

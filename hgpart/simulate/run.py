@@ -34,7 +34,7 @@ from hgpart.hypergraph import Hypergraph
 from hgpart.layergraph import LayerGraph
 from hgpart.memory import MemorySettings, Optimizer, PartMemory, part_memory
 from hgpart.placement import STEPS_PER_CALL, Placement, default_inflight, inter_op_threads
-from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds
+from hgpart.simulate.costs import LayerTimes, layer_times, layer_update_seconds, worker_call_cost
 from hgpart.simulate.engine import Engine, Task
 from hgpart.simulate.mpgraph import MPTemplate, mp_template
 from hgpart.simulate.timeline import DeviceTime, PathStep, chrome_trace, critical_path, device_times
@@ -291,6 +291,7 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
         times = times.scaled(split.factor, f"x{split.factor:.3f} for the split op structure (measured by "
                                            f"`hgpart calibrate-split` at B={split.batch_size}, "
                                            f"{split.micro_batches} micro-batch(es))")
+    times = _with_call_cost(pl.graph, cluster, times, steps=share // micro, per_call=max(_per_call(opts), 1))
     together = opts.mode is Mode.SYNC and opts.pipeline is SimPipeline.GRAPH
     # graph + sync: the micro-batches' ops, all in one call, share each worker's cores and advance together
     # (docs/simulator.md), so they run as one batch of B at the micro-batch's cost per sample; the compiled
@@ -313,6 +314,22 @@ def _model_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: in
     shared = {wl.where.compute(d): threads for d in range(k * reps)} if cluster.device.ops_share_cores else {}
     return _Built(wl, [DeviceMemory.of(r * k + p, m, cap) for r in range(reps) for p, m in enumerate(mem)], n,
                   times.source, shared)
+
+
+def _with_call_cost(graph: LayerGraph, cluster: Cluster, times: LayerTimes, *, steps: int, per_call: int
+                    ) -> LayerTimes:
+    """``times`` with the device's measured cost of a step call beyond its layers
+    (:func:`hgpart.simulate.costs.worker_call_cost`) spread over them: a device's layers of one step (``steps``
+    x ``times``, its micro-batches) take that cost longer per call of ``per_call`` steps, shared out by each
+    layer's time (a model-parallel part pays its share of the layers). Unchanged where it was not measured."""
+    cost = worker_call_cost(graph, cluster.device, times.batch * steps)
+    step = times.total() * steps
+    if cost is None or cost.seconds <= 0 or step <= 0:
+        return times
+    factor = 1.0 + cost.seconds / per_call / step
+    return times.scaled(factor, f"x{factor:.3f}: {1000 * cost.seconds:.2f} ms per call of {per_call} step(s) "
+                                f"beyond the layers (the unsplit step of {cost.whole_ms:.2f} ms at "
+                                f"B={cost.batch_size}, `hgpart calibrate-split`)")
 
 
 def _split_cost(pl: Placement, cluster: Cluster, batch: int, micro: int) -> SplitCost | None:
@@ -351,6 +368,8 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     share = batch // n
     if share != times.batch:  # each replica runs at B / N: the profile nearest that batch
         times = layer_times(graph, cluster.device, batch=share)
+    single_calls = _per_call(opts) if opts.strategy is SimStrategy.SINGLE else 0
+    times = _with_call_cost(graph, cluster, times, steps=1, per_call=max(single_calls, 1))
     fwd = sum(times.forward.values()) * share / times.batch
     bwd = sum(times.backward.values()) * share / times.batch
     params = float(sum(layer.params for layer in graph.layers))
