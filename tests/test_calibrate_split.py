@@ -60,9 +60,13 @@ def test_a_fine_placements_split_cost_is_measured_recorded_and_charged_to_it_alo
             c = got[(pl.content_hash(), micro)]
             assert c.batch_size == B and c.model == "minivgg" and c.input_shape == tuple(pl.graph.input_shape)
             assert 0 < c.whole_ms < 5000 and math.isfinite(c.factor) and c.factor > 0
-    # the fine placement splits every layer in two (twice the ops, plus selections and concatenations); the
-    # layer-wise one splits none, so it runs the unsplit model's ops
-    assert got[(fine.content_hash(), 1)].factor > got[(layerwise.content_hash(), 1)].factor
+    # each placement's own step is timed, beside one unsplit step per micro-batch count: a bench that timed the
+    # unsplit step (or one placement's) for every request would record equal medians. Which of the two is slower is
+    # not asserted: on this small model the fine placement's extra ops cost a few per cent, within a shared
+    # machine's noise (the validation runs record the factors at scale)
+    for micro in (1, 2):
+        f, lw = got[(fine.content_hash(), micro)], got[(layerwise.content_hash(), micro)]
+        assert f.whole_ms == lw.whole_ms and len({f.whole_ms, f.split_ms, lw.split_ms}) == 3
     assert not list(tmp_path.glob("*.tmp"))
     # `hgpart simulate` charges the sync micro-batches' factor on the fine placement's compute, and once per call
     # what the unsplit step measured beyond the layers
