@@ -139,6 +139,31 @@ def ran_as(run: dict[str, Any]) -> str:
     return "stages" if ran.startswith("stages") else "compiled" if ran.startswith("compiled") else "graph"
 
 
+def steps_per_call(run: dict[str, Any]) -> int:
+    """The mean steps per call of a compiled run: ``hgpart compare-run`` cuts its steps into timed stretches at
+    epoch ends (``images // B`` steps an epoch, ``images`` recorded with the run by :func:`measured_runs`; the
+    validation evaluates once an epoch), runs each stretch as calls of the steps per call it recorded
+    (``compiled (28 steps per call): ...``) and cuts the rest into powers of two
+    (:func:`hgpart.runtime.multistep.call_sizes`). Every call drains the pipeline and costs a call, so the simulated
+    calls are as long as the run's were on average; :data:`hgpart.placement.STEPS_PER_CALL` for a run that
+    recorded none."""
+    from hgpart.runtime.multistep import call_sizes
+
+    from hgpart.placement import STEPS_PER_CALL
+
+    m = re.match(r"compiled \((\d+) steps per call\)", run.get("pipeline") or "")
+    if not m:
+        return STEPS_PER_CALL
+    per, steps = int(m.group(1)), int(run["steps"])
+    spe = max(1, int(run.get("images") or 0) // int(run["batch_size"])) if run.get("images") else steps
+    calls, done = 0, 0
+    while done < steps:
+        n = min(steps - done, spe - done % spe)
+        calls += len(call_sizes(n, per))
+        done += n
+    return max(1, round(steps / max(1, calls)))
+
+
 def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> float:
     """Predicted images/s of one measured run (see the module docstring, step 3)."""
     from hgpart.simulate import Mode, SimOptions, SimPipeline, SimStrategy, simulate
@@ -151,7 +176,7 @@ def simulate_run(run: dict[str, Any], placement: str, cluster: Any, k: int) -> f
     pipe = SimPipeline(ran_as(run))
     # async: the batches in flight the run recorded (runs before it was recorded ran K); sync: K micro-batches
     n = (run.get("inflight") or k) if mode is Mode.ASYNC else k
-    opts = SimOptions(batch_size=B, mode=mode, inflight=n, pipeline=pipe)
+    opts = SimOptions(batch_size=B, mode=mode, inflight=n, pipeline=pipe, steps_per_call=steps_per_call(run))
     return simulate(_placement(placement), cluster, opts).images_per_s
 
 
@@ -203,7 +228,7 @@ def measured_runs(out: Path) -> dict[tuple[str, str, int, str], list[dict[str, A
                 continue
             key = (f"{d['model']}_{d['input_shape'][0]}", r["method"], r["batch_size"], ran_as(r))
             placement = replica or _kept(out, key[0], r.get("placement_path") or mp[0]["placement_path"])
-            runs.setdefault(key, []).append({**r, "placement": placement,
+            runs.setdefault(key, []).append({**r, "placement": placement, "images": d.get("images"),
                                              "k": d["k"], "load": (d["loadavg_start"][0], d["loadavg_end"][0])})
     return runs
 
@@ -211,18 +236,35 @@ def measured_runs(out: Path) -> dict[tuple[str, str, int, str], list[dict[str, A
 def calibrate_splits(out: Path, cluster_path: Path) -> None:
     """``hgpart calibrate-split`` of every placement a measured model-parallel run used, at its batch size and
     micro-batches (async: 1; sync: K), into the cluster file; those already in it are not measured again. One
-    process per model, batch size and mode (one local worker each)."""
+    process per model, batch size and mode (one local worker each).
+
+    The single device's and data parallelism's calls cost their device more than their layers too
+    (:func:`hgpart.simulate.costs.worker_call_cost`, from the unsplit step that ``calibrate-split`` times beside
+    every placement at one micro-batch). So every batch those strategies ran a call of, the whole batch and a
+    replica's ``B / K``, is measured as well where no async placement of the model was: with the model's first
+    placement (for a model that ran only those strategies, vgg16 here, its :func:`replica_placement`)."""
     from hgpart.cluster import load_cluster
 
     have = {(c.placement, c.batch_size, c.micro_batches) for c in load_cluster(str(cluster_path)).device.split_costs}
     groups: dict[tuple[str, int, str], dict[str, str]] = {}  # (model, batch, mode) -> content hash -> file
+    calls: dict[str, set[int]] = {}  # model -> batch sizes of the single device's and data parallelism's calls
+    first: dict[str, str] = {}  # model -> a placement of it
+    unsplit: set[tuple[str, int]] = set()  # (model, batch) whose unsplit step is measured or will be
     for (model, method, batch, _), rs in sorted(measured_runs(out).items()):
+        first.setdefault(model, rs[0]["placement"])
+        pl = _placement(rs[0]["placement"])
+        unsplit |= {(model, b) for h, b, micro in have if h == pl.content_hash() and micro == 1}
         if method in BASELINES:
+            calls.setdefault(model, set()).update({batch, batch // rs[0]["k"]})
             continue
         mode = "async" if method.endswith("-async") else "sync"
-        pl = _placement(rs[0]["placement"])
         if (pl.content_hash(), batch, 1 if mode == "async" else pl.k) not in have:
             groups.setdefault((model, batch, mode), {})[pl.content_hash()] = rs[0]["placement"]
+    unsplit |= {(m, b) for m, b, mode in groups if mode == "async"}
+    for model, batches in calls.items():
+        for b in sorted(batches):
+            if (model, b) not in unsplit:
+                groups.setdefault((model, b, "async"), {})[_placement(first[model]).content_hash()] = first[model]
     for (model, batch, mode), files in sorted(groups.items()):
         cmd = [_hgpart(), "calibrate-split", *sorted(files.values()), "--cluster", str(cluster_path),
                "--batch-sizes", str(batch), "--mode", mode]
