@@ -391,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-split-cost", dest="split_cost", action="store_false",
                     help="do not run `hgpart calibrate-split` on the placements measured (the simulator then charges "
                     "a split layer what the whole layer costs, unless the cluster file has its cost already)")
+    ap.add_argument("--steps-per-batch", default="", help="B:steps,.. overriding the model's steps at those batch "
+                    "sizes, e.g. 16:64,32:112,64:112: whole compiled calls of one size (the runtime's calls are at "
+                    "most 64 steps and end at every epoch of the 1,797 digits, so other counts compile several "
+                    "call sizes)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -401,13 +405,15 @@ def main(argv: list[str] | None = None) -> int:
     loads = [loadavg()]
     t0 = time.perf_counter()
     specs = [spec.split(":") for spec in args.models.split(",")]
+    per_batch = {int(b): s for b, s in (p.split(":") for p in args.steps_per_batch.split(",") if p)}
     # the replicas of data parallelism run B / 2 each: profiled too, so that no layer time is scaled from another batch
     every_batch = sorted({c for model, _, _ in specs for b in _batches(model, args.batch_sizes) for c in (b, b // 2)})
     cluster_path = args.cluster or calibrate(args.out, [(m, size) for m, size, _ in specs], every_batch)
     if not args.skip_measure:
         for rep in args.repeats.split(","):
-            for model, size, steps in specs:
+            for model, size, model_steps in specs:
                 for b in _batches(model, args.batch_sizes):
+                    steps = per_batch.get(b, model_steps)
                     print(f"measure {model} {size}x{size} B={b}, {steps} steps per strategy, repeat {rep}, load "
                           f"{loadavg()}", flush=True)
                     subprocess.run([sys.executable, __file__, "--child", f"{model}:{size}:{b}:{steps}:{rep}",
