@@ -63,6 +63,12 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
 * ``without the call cost``: no device pays, per call of the step, what ``hgpart calibrate-split``'s unsplit step
   of the model measured beyond its layers and update (:func:`hgpart.simulate.costs.worker_call_cost` ignored, the
   rule before 2026-12-04 evening); every strategy's rows are printed;
+* ``compiled calls of 64 steps``: every compiled run simulated with calls of
+  :data:`hgpart.placement.STEPS_PER_CALL` steps, not the mean its stretches made
+  (:func:`simulator_validation.steps_per_call`, the rule before 2026-12-06); the compiled rows are printed;
+* ``the call cost from model-parallel runs' batches only``: the step-call cost read only from the unsplit steps
+  timed at the batch sizes of async model-parallel runs, as the validation timed them before 2026-12-06 (none for
+  vgg16, none at a data-parallel replica's own batch); the single device's and data parallelism's rows are printed;
 * ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
   data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
   not wait for it; its rows are printed;
@@ -89,6 +95,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
 from hgpart.cluster import DeviceSpec, load_cluster  # noqa: E402
+from hgpart.placement import STEPS_PER_CALL  # noqa: E402
 from hgpart.profile import Profile  # noqa: E402
 from hgpart.simulate import costs, mpgraph, workloads  # noqa: E402
 from hgpart.simulate import run as simrun  # noqa: E402
@@ -324,6 +331,20 @@ def _with(sim: Callable[..., float], out: Path, cluster: Path) -> list[dict[str,
         return sv.predict(out, cluster)
 
 
+def _model_parallel_batches_only(out: Path) -> Callable[..., Any]:
+    """``worker_call_cost`` from the unsplit steps the validation timed before 2026-12-06 only: at the batch sizes
+    of async model-parallel runs, none for a model that ran none (vgg16), none at a data-parallel replica's own
+    batch."""
+    mp = {(model.rsplit("_", 1)[0], batch) for model, method, batch, _ in sv.measured_runs(out)
+          if method not in sv.BASELINES and method.endswith("-async")}
+
+    def cost(graph: Any, device: DeviceSpec, batch: int) -> Any:
+        kept = tuple(c for c in device.split_costs if (c.model, c.batch_size) in mp)
+        return costs.worker_call_cost(graph, dataclasses.replace(device, split_costs=kept), batch)
+
+    return cost
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     cluster = out / "cluster_this-machine.json"
@@ -414,6 +435,14 @@ def main(argv: list[str]) -> int:
         rows = sv.predict(out, cluster)
     lines.append(_summary(rows, "without the call cost"))
     lines += _rows(rows, lambda r: True)
+    with mock.patch.object(sv, "steps_per_call", lambda run: STEPS_PER_CALL):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "compiled calls of 64 steps"))
+    lines += _rows(rows, lambda r: r.get("pipeline") == "compiled")
+    with mock.patch.object(simrun, "worker_call_cost", _model_parallel_batches_only(out)):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "the call cost from model-parallel runs' batches only"))
+    lines += _rows(rows, lambda r: r["strategy"] in sv.BASELINES)
     for patch, label in ((_client_beside, "async data-parallel calls not waiting for the client's work"),
                          (_client_any_thread, "the client's work of two calls at once")):
         with mock.patch.object(workloads.ClientWork, "add", patch):
