@@ -7,8 +7,8 @@
 #   attempt at 120 steps compiled 2-4 call sizes and spent 9.4 minutes on minivgg B=16, 530 s of it compiling, so it
 #   was stopped after that child and restarted at 05:40 with the calibration it had made at 05:05-05:24, which the
 #   restart keeps), vgg16 16 steps, instead of 30 and 8: a 30-step run of minivgg at B=16 is a quarter of a second
-#   of training, and its first stretch ran 10-20 % below the rest in this session's probe
-#   (benchmarks/stretch_rates.py);
+#   of training, on a machine whose 10-step stretches spread about +-15 % inside one run
+#   (benchmarks/stretch_rates.py, ../../stretch_rates/minivgg_b16.txt);
 # - a compiled run is simulated with the mean steps per call it ran (64 for every run until now);
 # - `hgpart calibrate-split` also times the unsplit step at every batch the single device and data parallelism call
 #   (B and B/2), vgg16's with its replica placement, so vgg16's calls are charged their cost beyond the layers too.
