@@ -4,6 +4,7 @@ Run (from the repository root)::
 
     python benchmarks/simulator_validation.py        # minivgg 32, minires 32 (BS 16/32/64), vgg16 64 (BS 8/16/32)
     python benchmarks/simulator_validation.py --models minivgg:32:24 --batch-sizes 16,32   # model:input:steps
+    python benchmarks/simulator_validation.py --models minivgg:32:112 --steps-per-batch 16:64  # steps at B=16: 64
     python benchmarks/simulator_validation.py --cluster my_cluster.json --skip-measure     # re-simulate only
 
 What it does, in this order, each step in its own process:
@@ -35,7 +36,10 @@ What it does, in this order, each step in its own process:
    batch size and micro-batches, into the cluster file: each placement's training step with every part on one
    pinned worker against the unsplit model's, timed side by side (no run is timed again: this is the cost of the
    split layers' smaller ops, selections and concatenations on one core, which the profiles of whole layers do not
-   hold). The simulator scales that placement's layer times by it.
+   hold). The simulator scales that placement's layer times by it. The unsplit step it times beside them is also
+   timed at every batch the single device and data parallelism call (B and a replica's B / K), with the model's
+   replica placement where no model-parallel run kept one: the step-call cost of those calls
+   (:func:`hgpart.simulate.costs.worker_call_cost`).
 
 Writes ``OUT/validation.csv`` (``model,strategy,batch_size,measured_ips,predicted_ips,error``...), ``OUT/report.md``
 (median and worst absolute error, per model and per strategy, the load average at the start and end of every
