@@ -3,6 +3,8 @@
 Run (from the repository root)::
 
     python benchmarks/simulator_ablation.py benchmarks/results/simulator_validation/2026-11-27-epyc
+    python benchmarks/simulator_ablation.py OUT --micro-batches-only   # this simulator and that one variant
+
 
 Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machine.json`` as
 ``benchmarks/simulator_validation.py --skip-measure`` does, and prints the median and worst absolute error of:
@@ -69,13 +71,20 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
 * ``the call cost from model-parallel runs' batches only``: the step-call cost read only from the unsplit steps
   timed at the batch sizes of async model-parallel runs, as the validation timed them before 2026-12-06 (none for
   vgg16, none at a data-parallel replica's own batch); the single device's and data parallelism's rows are printed;
+* ``sync micro-batches at the runtime's measured cost``: a sync model-parallel run's micro-batches of B / n are
+  charged what ``hgpart calibrate-split``'s unsplit step measured micro-batching to cost, not their profile at
+  B / n: the layers at B plus the unsplit step at n micro-batches less the one at one (:func:`_micro_factor`; on
+  minires at 16 on 2026-12-06 the runtime's step of two micro-batches of 8 took 15.4 ms against 15.2 in one, where
+  the profile at 8 costs 1.38 times its per-sample time at 16). A rule tried on 2026-12-06 for minires's
+  layer-wise sync rows, predicted too slow, and not adopted; the sync model-parallel rows are printed;
 * ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
   data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
   not wait for it; its rows are printed;
 * ``the client's work of two calls at once``: the client's work of the async data-parallel workers' calls does not
   hold the client's interpreter, so two step threads' work runs at once on two cores; its rows are printed.
 
-Writes ``OUT/ablation.txt``. Nothing is measured; no figure of the simulator is changed but the one named.
+Writes ``OUT/ablation.txt`` (with ``--micro-batches-only``, only prints). Nothing is measured; no figure of the
+simulator is changed but the one named.
 """
 
 from __future__ import annotations
@@ -94,7 +103,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
-from hgpart.cluster import DeviceSpec, load_cluster  # noqa: E402
+from hgpart.cluster import DeviceSpec, SplitCost, load_cluster  # noqa: E402
 from hgpart.placement import STEPS_PER_CALL  # noqa: E402
 from hgpart.profile import Profile  # noqa: E402
 from hgpart.simulate import costs, mpgraph, workloads  # noqa: E402
@@ -345,9 +354,61 @@ def _model_parallel_batches_only(out: Path) -> Callable[..., Any]:
     return cost
 
 
+def _micro_factor(graph: Any, device: DeviceSpec, batch: int, micro: int) -> float | None:
+    """The factor that brings ``micro`` micro-batches' layers (each at its profile, ``costs.layer_times`` at
+    B / micro) to the layers at B plus what the unsplit step measured at ``micro`` micro-batches beyond the one at
+    one, at the batch nearest ``batch`` with both timed (None: one micro-batch, or not measured)."""
+    mine = [c for c in device.split_costs if c.model == graph.name
+            and (c.input_shape is None or c.input_shape == tuple(graph.input_shape))]
+    both = ({c.batch_size for c in mine if c.micro_batches == micro} & {c.batch_size for c in mine
+                                                                         if c.micro_batches == 1})
+    both = {b for b in both if b % micro == 0}
+    if micro < 2 or not both:
+        return None
+    near = min(both, key=lambda b: (abs(np.log(b / batch)), b))
+    whole = {m: statistics.median(c.whole_ms for c in mine if c.batch_size == near and c.micro_batches == m)
+             for m in (1, micro)}
+    layers = 1000.0 * costs.layer_times(graph, device, batch=near).total()
+    split = 1000.0 * micro * costs.layer_times(graph, device, batch=near // micro).total()
+    return max(0.0, layers + whole[micro] - whole[1]) / split
+
+
+def _micro_as_measured(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``run._split_cost`` whose factor also carries :func:`_micro_factor` (a placement's layer times are scaled
+    by the split factor after they are read at the micro-batch)."""
+
+    def split_cost(pl: Any, cluster: Any, batch: int, micro: int) -> Any:
+        split = real(pl, cluster, batch, micro)
+        f = _micro_factor(pl.graph, cluster.device, batch, micro)
+        if f is None:
+            return split
+        if split is None:
+            return SplitCost(pl.content_hash(), pl.graph.name, batch, micro, 1.0, f)
+        return dataclasses.replace(split, split_ms=split.split_ms * f)
+
+    return split_cost
+
+
+def _micro_only(out: Path, cluster: Path) -> int:
+    """Prints this simulator and the ``sync micro-batches at the runtime's measured cost`` variant on ``out``, and
+    every row the variant moves."""
+    base = sv.predict(out, cluster)
+    with mock.patch.object(simrun, "_split_cost", _micro_as_measured(simrun._split_cost)):
+        rows = sv.predict(out, cluster)
+    lines = [f"$ python benchmarks/simulator_ablation.py {out} --micro-batches-only", _summary(base, "this simulator"),
+             _summary(rows, "sync micro-batches at the runtime's measured cost")]
+    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']} {r.get('pipeline')}: {100 * b['error']:+.1f} -> "
+              f"{100 * r['error']:+.1f} %" for b, r in zip(base, rows, strict=True)
+              if abs(r["error"] - b["error"]) > 1e-4]
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     cluster = out / "cluster_this-machine.json"
+    if "--micro-batches-only" in argv[1:]:
+        return _micro_only(out, cluster)
     real_sim = sv.simulate_run
     lines = [f"$ python benchmarks/simulator_ablation.py {out}"]
     lines.append(_summary(sv.predict(out, cluster), "this simulator"))
@@ -443,6 +504,10 @@ def main(argv: list[str]) -> int:
         rows = sv.predict(out, cluster)
     lines.append(_summary(rows, "the call cost from model-parallel runs' batches only"))
     lines += _rows(rows, lambda r: r["strategy"] in sv.BASELINES)
+    with mock.patch.object(simrun, "_split_cost", _micro_as_measured(simrun._split_cost)):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "sync micro-batches at the runtime's measured cost"))
+    lines += _rows(rows, lambda r: r["strategy"].endswith("-sync"))
     for patch, label in ((_client_beside, "async data-parallel calls not waiting for the client's work"),
                          (_client_any_thread, "the client's work of two calls at once")):
         with mock.patch.object(workloads.ClientWork, "add", patch):
