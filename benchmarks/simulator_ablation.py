@@ -3,7 +3,7 @@
 Run (from the repository root)::
 
     python benchmarks/simulator_ablation.py benchmarks/results/simulator_validation/2026-11-27-epyc
-    python benchmarks/simulator_ablation.py OUT --micro-batches-only   # this simulator and that one variant
+    python benchmarks/simulator_ablation.py OUT --micro-batches-only   # that variant, transfers not holding devices
 
 
 Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machine.json`` as
@@ -76,7 +76,10 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   B / n: the layers at B plus the unsplit step at n micro-batches less the one at one (:func:`_micro_factor`; on
   minires at 16 on 2026-12-06 the runtime's step of two micro-batches of 8 took 15.4 ms against 15.2 in one, where
   the profile at 8 costs 1.38 times its per-sample time at 16). A rule tried on 2026-12-06 for minires's
-  layer-wise sync rows, predicted too slow, and not adopted; the sync model-parallel rows are printed;
+  layer-wise sync rows, predicted too slow, and not adopted; the sync model-parallel rows are printed. With
+  ``--micro-batches-only``, only this simulator, that variant, transfers that do not hold the devices
+  (``holds_devices`` false: the simulated sends hold both devices 10-14 ms a step where minires's traced sends span
+  less, ``results/measurement_noise/2026-12-06/traces/``) and both together are printed;
 * ``async data-parallel calls not waiting for the client's work``: the client's CPU work of each async
   data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
   not wait for it; its rows are printed;
@@ -103,6 +106,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import simulator_validation as sv  # noqa: E402 - the benchmark next to this one
 
+from hgpart import cluster as cluster_mod  # noqa: E402
 from hgpart.cluster import DeviceSpec, SplitCost, load_cluster  # noqa: E402
 from hgpart.placement import STEPS_PER_CALL  # noqa: E402
 from hgpart.profile import Profile  # noqa: E402
@@ -389,17 +393,38 @@ def _micro_as_measured(real: Callable[..., Any]) -> Callable[..., Any]:
     return split_cost
 
 
+def _no_holding(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``cluster._link`` whose link never holds the devices for a transfer (``holds_devices`` false)."""
+
+    def link(d: Any, default: Any) -> Any:
+        got = real(d, default)
+        return None if got is None else dataclasses.replace(got, holds_devices=False)
+
+    return link
+
+
 def _micro_only(out: Path, cluster: Path) -> int:
-    """Prints this simulator and the ``sync micro-batches at the runtime's measured cost`` variant on ``out``, and
-    every row the variant moves."""
+    """Prints this simulator, the ``sync micro-batches at the runtime's measured cost`` variant, transfers that do
+    not hold the devices (the cluster file's ``holds_devices`` false), and both, on ``out``; and every row the
+    variant moves, and every row beyond 25 % with both."""
     base = sv.predict(out, cluster)
-    with mock.patch.object(simrun, "_split_cost", _micro_as_measured(simrun._split_cost)):
+    micro = mock.patch.object(simrun, "_split_cost", _micro_as_measured(simrun._split_cost))
+    free = mock.patch.object(cluster_mod, "_link", _no_holding(cluster_mod._link))
+    with micro:
         rows = sv.predict(out, cluster)
+    with free:
+        loose = sv.predict(out, cluster)
+    with micro, free:
+        both = sv.predict(out, cluster)
     lines = [f"$ python benchmarks/simulator_ablation.py {out} --micro-batches-only", _summary(base, "this simulator"),
              _summary(rows, "sync micro-batches at the runtime's measured cost")]
     lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']} {r.get('pipeline')}: {100 * b['error']:+.1f} -> "
               f"{100 * r['error']:+.1f} %" for b, r in zip(base, rows, strict=True)
               if abs(r["error"] - b["error"]) > 1e-4]
+    lines.append(_summary(loose, "transfers not holding the devices"))
+    lines.append(_summary(both, "both"))
+    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']} {r.get('pipeline')}: {100 * r['error']:+.1f} %"
+              for r in both if abs(r["error"]) > 0.25]
     print("\n".join(lines))
     return 0
 
