@@ -47,7 +47,7 @@ import numpy as np
 from hgpart.runtime.evaluation import MeteredStep
 from hgpart.runtime.partitioned import CrossGate, PlacedModel
 from hgpart.runtime.pipeline import StepRecord, Task, raise_first
-from hgpart.runtime.step import restoring
+from hgpart.runtime.step import read_gradients, restoring
 
 from hgpart.errors import HgpartError
 from hgpart.placement import STEPS_PER_CALL
@@ -137,12 +137,15 @@ class MultiStep:
             with tf.device(pm.devices[p]), tf.name_scope("update/base"):
                 base[p] = tf.identity(step.counters[pm.devices[p]].read_value())
         losses, accs, pending = [], [], []
+        graph = tf.compat.v1.get_default_graph()
         for i in range(n):
             if gate is not None:
                 gate.views.clear()
+            first = len(graph.get_operations())
             f = step.forward_loss(xs[i], ys[i], scope=f"step{i}/fwd", gate=gate)
             crossing = gate.views if gate is not None else []
-            grads = tf.gradients(f.loss, tv + [v for _, v in crossing])
+            # through this step's reads: from the handles, tracing n steps would take time quadratic in n
+            grads = read_gradients(f.loss, tv, first, [v for _, v in crossing])
             if gate is not None:  # this step's cross-part gradients, before each part's next cross-part read
                 gate.wait = {}
                 for (p, _), g in zip(crossing, grads[len(tv):], strict=True):
@@ -166,7 +169,7 @@ class MultiStep:
 
         if n not in self._fns:
             B = self.step.batch_size
-            fn = tf.function(lambda x, y: self._body(x, y, n))
+            fn = tf.function(lambda x, y: self._body(x, y, n), autograph=False)
             self._fns[n] = fn.get_concrete_function(tf.TensorSpec((n * B, *self.pm.graph.input_shape), tf.float32),
                                                     tf.TensorSpec((n * B,), tf.int32))
         return self._fns[n]

@@ -40,7 +40,8 @@ from hgpart.runtime.settle import settle
 from hgpart.errors import HgpartError
 from hgpart.kinds.tfops import fused_adam
 
-__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "Forward", "OPTIMIZERS", "apply_update", "restoring"]
+__all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "Forward", "OPTIMIZERS", "apply_update", "restoring",
+           "read_gradients"]
 
 
 class Optimizer(Enum):
@@ -233,6 +234,39 @@ class TrainStep:
         leave every variable as it was: the warm-up makes no update. Returns the batch's loss."""
         with restoring(self.state):
             return self(x, y)
+
+
+def read_gradients(loss: Any, variables: Sequence[Any], first_op: int, extra: Sequence[Any] = ()) -> list[Any]:
+    """``tf.gradients(loss, [*variables, *extra])`` inside a ``tf.function``, taken through the reads of each
+    variable made by the ops from index ``first_op`` of the graph on (one step's forward), not through the
+    variables' handles; None for a variable none of those reads reaches ``loss`` through.
+
+    Why: ``tf.gradients`` first marks every op reachable from its ``xs``. From a variable's handle that is every
+    op of every step traced so far that reads it, so a call of ``n`` steps spent time quadratic in ``n`` tracing
+    their gradients (:mod:`hgpart.runtime.multistep`). A handle's gradient is the sum of its reads' gradients, so
+    this builds the same backward ops and adds a variable's reads' gradients (one read each, in the usual case)
+    on the variable's device, where ``tf.gradients`` would aggregate them too."""
+    import tensorflow as tf
+
+    graph = tf.compat.v1.get_default_graph()
+    by_handle = {id(v.handle): j for j, v in enumerate(variables)}
+    internal = {inner.ref(): by_handle[id(outer)] for outer, inner in graph.captures if id(outer) in by_handle}
+    reads: list[list[Any]] = [[] for _ in variables]
+    for op in graph.get_operations()[first_op:]:
+        if op.type == "ReadVariableOp" and op.inputs[0].ref() in internal:
+            reads[internal[op.inputs[0].ref()]].append(op.outputs[0])
+    flat = [r for rs in reads for r in rs]
+    got = tf.gradients(loss, flat + list(extra))
+    out: list[Any] = []
+    at = 0
+    for v, rs in zip(variables, reads, strict=True):
+        gs = [g for g in got[at : at + len(rs)] if g is not None]
+        at += len(rs)
+        if len(gs) > 1:
+            with tf.device(v.device):
+                gs = [tf.add_n(gs)]
+        out.append(gs[0] if gs else None)
+    return out + list(got[len(flat):])
 
 
 @contextmanager

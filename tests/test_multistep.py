@@ -229,3 +229,31 @@ def test_the_simulator_holds_the_same_pieces_fresh_as_the_compiled_pipeline(case
     held = {(tpl.units[u].layer, tpl.units[u].part) for u in tpl.fresh}  # the units that wait
     assert {piece for piece in runtime if piece[0] in vertex} <= held <= {(u.layer, u.part) for u in tpl.units}
     assert runtime and runtime < placed.pieces  # some pieces run ahead, some do not
+
+
+def test_gradients_through_one_steps_reads_equal_the_variables_gradients() -> None:
+    """:func:`read_gradients` (what each compiled step's backward is traced with) gives ``tf.gradients`` of the
+    variables: a variable read twice gets both reads' sum, one read before ``first_op`` (an earlier step's) counts
+    for nothing, an unread one gets None, and the extra tensors come after."""
+    import tensorflow as tf
+    from hgpart.runtime.step import read_gradients
+
+    v = tf.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
+    w = tf.Variable(np.ones(3, np.float32))
+    unread = tf.Variable(np.ones(2, np.float32))
+
+    @tf.function(autograph=False)
+    def both(x: Any) -> tuple[Any, Any]:
+        graph = tf.compat.v1.get_default_graph()
+        earlier = tf.reduce_sum(tf.matmul(x, v))  # an earlier step: its read is not this step's
+        first = len(graph.get_operations())
+        h = tf.matmul(x, v) * w
+        loss = tf.reduce_sum(h * h) + tf.reduce_sum(v * v)
+        got = read_gradients(loss + earlier, [v, w, unread], first, [h])  # earlier: not through this step
+        return (got[:2] + [tf.zeros(2) if got[2] is None else got[2] + 100.0] + got[3:],
+                tf.gradients(loss, [v, w, h]))
+
+    got, want = both(tf.constant(np.arange(4, dtype=np.float32).reshape(2, 2)))
+    for g, e in zip([got[0], got[1], got[3]], want, strict=True):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(got[2].numpy(), np.zeros(2, np.float32))  # None: the unread variable
