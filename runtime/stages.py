@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from hgpart.runtime.partitioned import PlacedModel, _Split
-from hgpart.runtime.step import TrainStep, apply_update
+from hgpart.runtime.step import Optimizer, TrainStep, apply_update
 
 from hgpart.errors import BadOptionError
 from hgpart.kinds import Role, tfops
@@ -245,8 +245,10 @@ class StagedStep:
 
         def apply(*grads: Any) -> None:
             t = counter + 1.0 if counter is not None else None
+            powers = (tfops.adam_powers(t, step.opt.beta_1, step.opt.beta_2, grads[0].dtype)
+                      if t is not None and grads and step.opt.kind is Optimizer.ADAM else None)
             for pv, g, sl in zip(pvs, grads, slots, strict=True):
-                apply_update(step.opt, pv.var, g, sl, t)
+                apply_update(step.opt, pv.var, g, sl, t, powers=powers)
             if bump and counter is not None:
                 counter.assign_add(1.0)
 

@@ -34,11 +34,11 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
-from hgpart.runtime.partitioned import CrossGate, PartVariable, PlacedModel
+from hgpart.runtime.partitioned import CrossGate, PlacedModel
 from hgpart.runtime.settle import settle
 
 from hgpart.errors import HgpartError
-from hgpart.kinds.tfops import fused_adam
+from hgpart.kinds.tfops import adam_powers, fused_adam
 
 __all__ = ["Optimizer", "OptimizerSpec", "TrainStep", "Forward", "OPTIMIZERS", "apply_update", "restoring",
            "read_gradients"]
@@ -174,26 +174,22 @@ class TrainStep:
         pm = self.pm
         mine = pm.pieces if pieces is None else pieces
         moves = {p for _, p in mine} if advance is None else advance
+        powers: dict[int, Any] = {}  # per part: Adam's bias corrections of this update, shared by its variables
         for i, (pv, g) in enumerate(zip(pm.trainable, grads, strict=True)):
             if g is None or (pv.layer, pv.part) not in mine:
                 continue
+            if self.opt.kind is Optimizer.ADAM and pv.part not in powers:
+                t = self.counters[pm.devices[pv.part]] + 1.0 if pv.part in moves else (steps or {})[pv.part]
+                with tf.device(pm.devices[pv.part]), tf.name_scope("update/t"):
+                    powers[pv.part] = adam_powers(t, self.opt.beta_1, self.opt.beta_2, g.dtype)
             with tf.device(pm.devices[pv.part]), tf.name_scope(f"update/{pv.layer}"):
-                self._apply(pv, g, self.slots[i], None if pv.part in moves else (steps or {})[pv.part])
+                apply_update(self.opt, pv.var, g, self.slots[i], None, powers=powers.get(pv.part))
         devices = {pm.devices[p] for p in moves}
         for dev, c in self.counters.items():
             if dev in devices:
                 with tf.device(dev), tf.name_scope("update/step"):
                     c.assign_add(1.0)
         self._bn_updates(stats, mine)
-
-    def _apply(self, pv: PartVariable, g: Any, slots: list[Any], t: Any = None) -> None:
-        """Keras 3's update formulas, on the variable's device; Adam's step ``t`` defaults to the device's counter
-        plus one."""
-        if self.opt.name == "momentum":
-            t = None
-        elif t is None:
-            t = self.counters[self.pm.devices[pv.part]] + 1.0
-        apply_update(self.opt, pv.var, g, slots, t)
 
     def _bn_updates(self, stats: list[list], pieces: set[tuple[str, int]]) -> None:
         """Apply every micro-batch's moving-statistics update in order, on the statistic's device (``pieces``'
@@ -289,10 +285,14 @@ def restoring(variables: Sequence[Any]) -> Iterator[None]:
         settle()  # and the writes landed before the next compiled call reads them
 
 
-def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> None:
+def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any,
+                 powers: tuple[Any, Any] | None = None) -> None:
     """Keras 3's SGD-momentum / Adam update of ``w`` with gradient ``g``, where it is called (under ``w``'s device).
 
-    ``t`` is the 1-based step count for Adam's bias correction. Shared by the model-parallel step and the
+    ``t`` is the 1-based step count for Adam's bias correction; or ``powers``, its corrections
+    (:func:`hgpart.kinds.tfops.adam_powers`), made once for every variable a device updates at that step: per
+    variable they were about ten small ops per step, a quarter of the ops of a compiled pipeline's call
+    (:mod:`hgpart.runtime.multistep`), each traced, optimised and run. Shared by the model-parallel step and the
     data-parallel baselines, so every strategy optimises with the same formulas.
 
     TensorFlow's fused kernels run the update (``ResourceApplyAdam``: ``m += (g - m)(1 - b1)``,
@@ -312,4 +312,4 @@ def apply_update(o: OptimizerSpec, w: Any, g: Any, slots: list[Any], t: Any) -> 
                                               momentum=tf.constant(o.momentum, g.dtype), use_locking=True)
         return
     m, v = slots
-    fused_adam(w, m, v, g, t=t, lr=o.lr, beta_1=o.beta_1, beta_2=o.beta_2, epsilon=o.epsilon)
+    fused_adam(w, m, v, g, t=t, lr=o.lr, beta_1=o.beta_1, beta_2=o.beta_2, epsilon=o.epsilon, powers=powers)

@@ -9,8 +9,8 @@ import numpy as np
 
 from hgpart.errors import HgpartError
 
-__all__ = ["conv", "depthwise", "bias_act", "activation", "fused_adam", "take_channels", "place_channels",
-           "ACTIVATIONS", "SELECT_BY_MATMUL_MAX"]
+__all__ = ["conv", "depthwise", "bias_act", "activation", "fused_adam", "adam_powers", "take_channels",
+           "place_channels", "ACTIVATIONS", "SELECT_BY_MATMUL_MAX"]
 
 #: activation names the runtime executes (``softmax`` only as the model's last op)
 ACTIVATIONS = ("linear", "relu", "relu6", "sigmoid", "tanh", "softplus", "softsign", "swish", "silu", "gelu",
@@ -90,16 +90,27 @@ def activation(y: Any, act: str | None, cfg: dict[str, Any], *, final: bool) -> 
                       fix="use one of " + ", ".join(ACTIVATIONS))
 
 
+def adam_powers(t: Any, beta_1: float, beta_2: float, dtype: Any) -> tuple[Any, Any]:
+    """``beta_1 ** t`` and ``beta_2 ** t``, Adam's bias corrections at 1-based step ``t``, where it is called: one
+    pair serves every variable updated at that step on that device (:func:`fused_adam`'s ``powers``)."""
+    import tensorflow as tf
+
+    t = tf.cast(t, dtype)
+    return tf.pow(beta_1, t), tf.pow(beta_2, t)
+
+
 def fused_adam(var: Any, m: Any, v: Any, grad: Any, *, t: Any, lr: float, beta_1: float, beta_2: float,
-               epsilon: float) -> Any:
+               epsilon: float, powers: tuple[Any, Any] | None = None) -> Any:
     """Keras 3's Adam update of ``var`` (slots ``m``, ``v``) by ``grad`` at 1-based step ``t``, as one fused
-    ``ResourceApplyAdam`` kernel with ``use_locking`` (see :func:`hgpart.runtime.step.apply_update` for why)."""
+    ``ResourceApplyAdam`` kernel with ``use_locking`` (see :func:`hgpart.runtime.step.apply_update` for why).
+    ``powers``: :func:`adam_powers` of ``t``, made once for the variables of one device's update (``t`` is then
+    not read); without, they are made here."""
     import tensorflow as tf
 
     dt = grad.dtype
-    t = tf.cast(t, dt)
-    return tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(beta_1, t),
-                                        beta2_power=tf.pow(beta_2, t), lr=tf.constant(lr, dt),
+    b1p, b2p = adam_powers(t, beta_1, beta_2, dt) if powers is None else powers
+    return tf.raw_ops.ResourceApplyAdam(var=var.handle, m=m.handle, v=v.handle, beta1_power=b1p,
+                                        beta2_power=b2p, lr=tf.constant(lr, dt),
                                         beta1=tf.constant(beta_1, dt), beta2=tf.constant(beta_2, dt),
                                         epsilon=tf.constant(epsilon, dt), grad=grad, use_locking=True)
 
