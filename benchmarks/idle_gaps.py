@@ -61,15 +61,32 @@ def summary(label: str, path: Path) -> tuple[np.ndarray, float, list[dict[str, A
     return idle, lo, ev
 
 
+def by_length(idle: np.ndarray, ev: list[dict[str, Any]], steps: int) -> None:
+    """The measured gaps of no computing by length: per step, and per ``_Send`` op (a message between the
+    devices), to tell the executor's gaps between ops (under 100 us) from waits for a message and from the calls'
+    boundaries (over 2 ms)."""
+    edges = np.flatnonzero(np.diff(np.r_[0, idle.astype(np.int8), 0]))
+    lengths = edges[1::2] - edges[::2]
+    sends = sum(1 for e in ev if e.get("cat") == "_Send") / steps
+    print(f"measured gaps of no computing by length, per step of {steps} ({sends:.1f} sends a step):")
+    for lo, hi in ((0, 100), (100, 500), (500, 2000), (2000, None)):
+        sel = lengths[(lengths >= lo) & (lengths < hi if hi is not None else True)]
+        label = f"{lo}-{hi} us" if hi is not None else f">= {lo} us"
+        print(f"  {label:>13}: {sel.size / steps:6.1f} a step, {sel.sum() / 1000 / steps:5.2f} ms a step, "
+              f"{sel.sum() / 1000 / steps / sends:5.3f} ms a send")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("measured", type=Path)
     ap.add_argument("simulated", type=Path, nargs="?")
     ap.add_argument("--gap-us", type=int, default=1000)
     ap.add_argument("--show", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=0, help="steps in the measured trace: also print its gaps of no "
+                    "computing by length, per step and per send")
     args = ap.parse_args()
     print(f"$ python benchmarks/idle_gaps.py {args.measured} {args.simulated or ''} --gap-us {args.gap_us} "
-          f"--show {args.show}")
+          f"--show {args.show}" + (f" --steps {args.steps}" if args.steps else ""))
     idle, lo, ev = summary("measured", args.measured)
     if args.simulated is not None:
         summary("simulated", args.simulated)
@@ -78,6 +95,8 @@ def main() -> None:
     total = sum(e - s for s, e in gaps)
     print(f"measured gaps of no computing longer than {args.gap_us} us: {len(gaps)}, {total / 1000:.1f} ms "
           f"({100 * total / idle.size:.1f} % of the trace); the {min(args.show, len(gaps))} longest:")
+    if args.steps:
+        by_length(idle, ev, args.steps)
     compute = [e for e in ev if e.get("cat") not in NOT_COMPUTE]
     for s, e in sorted(gaps, key=lambda g: g[0] - g[1])[: args.show]:
         before = [x for x in compute if x["ts"] - lo + x["dur"] <= s + 1][-1:]
