@@ -241,7 +241,9 @@ def read_gradients(loss: Any, variables: Sequence[Any], first_op: int, extra: Se
     op of every step traced so far that reads it, so a call of ``n`` steps spent time quadratic in ``n`` tracing
     their gradients (:mod:`hgpart.runtime.multistep`). A handle's gradient is the sum of its reads' gradients, so
     this builds the same backward ops and adds a variable's reads' gradients (one read each, in the usual case)
-    on the variable's device, where ``tf.gradients`` would aggregate them too."""
+    on the variable's device, where ``tf.gradients`` would aggregate them too. Where the step uses a handle
+    otherwise than by reading it whole (``tf.gather`` of a variable: ``ResourceGather``), the gradients are taken
+    from the handles after all, so that no variable loses its gradient."""
     import tensorflow as tf
 
     graph = tf.compat.v1.get_default_graph()
@@ -251,6 +253,8 @@ def read_gradients(loss: Any, variables: Sequence[Any], first_op: int, extra: Se
     for op in graph.get_operations()[first_op:]:
         if op.type == "ReadVariableOp" and op.inputs[0].ref() in internal:
             reads[internal[op.inputs[0].ref()]].append(op.outputs[0])
+        elif any(t.ref() in internal for t in op.inputs):  # another use of a handle (a gather): the slow, sure way
+            return list(tf.gradients(loss, list(variables) + list(extra)))
     flat = [r for rs in reads for r in rs]
     got = tf.gradients(loss, flat + list(extra))
     out: list[Any] = []

@@ -257,3 +257,24 @@ def test_gradients_through_one_steps_reads_equal_the_variables_gradients() -> No
     for g, e in zip([got[0], got[1], got[3]], want, strict=True):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6)
     np.testing.assert_array_equal(got[2].numpy(), np.zeros(2, np.float32))  # None: the unread variable
+
+
+def test_a_gathered_variable_keeps_its_gradient() -> None:
+    """A step that gathers rows of a variable (``ResourceGather``, not a whole read) still gets that variable's
+    gradient from :func:`read_gradients`, equal to ``tf.gradients``'."""
+    import tensorflow as tf
+    from hgpart.runtime.step import read_gradients
+
+    table = tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3))
+    w = tf.Variable(np.ones(3, np.float32))
+
+    @tf.function(autograph=False)
+    def both() -> tuple[Any, Any]:
+        first = len(tf.compat.v1.get_default_graph().get_operations())
+        loss = tf.reduce_sum(tf.gather(table, [0, 2, 2]) * w)
+        return read_gradients(loss, [table, w], first), tf.gradients(loss, [table, w])
+
+    got, want = both()
+    assert got[0] is not None
+    for g, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(e).numpy())
