@@ -179,8 +179,8 @@ class TrainStep:
             if g is None or (pv.layer, pv.part) not in mine:
                 continue
             if self.opt.kind is Optimizer.ADAM and pv.part not in powers:
-                t = self.counters[pm.devices[pv.part]] + 1.0 if pv.part in moves else (steps or {})[pv.part]
-                with tf.device(pm.devices[pv.part]), tf.name_scope("update/t"):
+                with tf.device(pm.devices[pv.part]), tf.name_scope("update/t"):  # the step count on its device too
+                    t = self.counters[pm.devices[pv.part]] + 1.0 if pv.part in moves else (steps or {})[pv.part]
                     powers[pv.part] = adam_powers(t, self.opt.beta_1, self.opt.beta_2, g.dtype)
             with tf.device(pm.devices[pv.part]), tf.name_scope(f"update/{pv.layer}"):
                 apply_update(self.opt, pv.var, g, self.slots[i], None, powers=powers.get(pv.part))
@@ -243,18 +243,24 @@ def read_gradients(loss: Any, variables: Sequence[Any], first_op: int, extra: Se
     this builds the same backward ops and adds a variable's reads' gradients (one read each, in the usual case)
     on the variable's device, where ``tf.gradients`` would aggregate them too. Where the step uses a handle
     otherwise than by reading it whole (``tf.gather`` of a variable: ``ResourceGather``), the gradients are taken
-    from the handles after all, so that no variable loses its gradient."""
+    from the handles after all, so that no variable loses its gradient; and so they are where a variable found no
+    read of its own while some read in the window matched no variable (a handle this matching missed)."""
     import tensorflow as tf
 
     graph = tf.compat.v1.get_default_graph()
     by_handle = {id(v.handle): j for j, v in enumerate(variables)}
     internal = {inner.ref(): by_handle[id(outer)] for outer, inner in graph.captures if id(outer) in by_handle}
     reads: list[list[Any]] = [[] for _ in variables]
+    unmatched = False  # a read of a handle that no variable's matched (another variable's, or a missed match)
     for op in graph.get_operations()[first_op:]:
         if op.type == "ReadVariableOp" and op.inputs[0].ref() in internal:
             reads[internal[op.inputs[0].ref()]].append(op.outputs[0])
+        elif op.type == "ReadVariableOp":
+            unmatched = True
         elif any(t.ref() in internal for t in op.inputs):  # another use of a handle (a gather): the slow, sure way
             return list(tf.gradients(loss, list(variables) + list(extra)))
+    if unmatched and not all(reads):  # a variable found no read of its own, and some read went unmatched
+        return list(tf.gradients(loss, list(variables) + list(extra)))
     flat = [r for rs in reads for r in rs]
     got = tf.gradients(loss, flat + list(extra))
     out: list[Any] = []
