@@ -251,15 +251,16 @@ def read_gradients(loss: Any, variables: Sequence[Any], first_op: int, extra: Se
     by_handle = {id(v.handle): j for j, v in enumerate(variables)}
     internal = {inner.ref(): by_handle[id(outer)] for outer, inner in graph.captures if id(outer) in by_handle}
     reads: list[list[Any]] = [[] for _ in variables]
-    unmatched = False  # a read of a handle that no variable's matched (another variable's, or a missed match)
+    unmatched = other_use = False  # a read no variable matched; a use of a handle that is not a whole read
     for op in graph.get_operations()[first_op:]:
         if op.type == "ReadVariableOp" and op.inputs[0].ref() in internal:
             reads[internal[op.inputs[0].ref()]].append(op.outputs[0])
         elif op.type == "ReadVariableOp":
             unmatched = True
-        elif any(t.ref() in internal for t in op.inputs):  # another use of a handle (a gather): the slow, sure way
-            return list(tf.gradients(loss, list(variables) + list(extra)))
-    if unmatched and not all(reads):  # a variable found no read of its own, and some read went unmatched
+        elif any(t.ref() in internal for t in op.inputs):
+            other_use = True
+            break
+    if other_use or (unmatched and not all(reads)):  # the slow, sure way (see above)
         return list(tf.gradients(loss, list(variables) + list(extra)))
     flat = [r for rs in reads for r in rs]
     got = tf.gradients(loss, flat + list(extra))
