@@ -32,6 +32,9 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simulator_validation import loadavg  # noqa: E402 - the benchmark next to this one
 
 
 def child(model: str, method: str, batch: int, steps: int) -> dict[str, Any]:
@@ -86,7 +89,7 @@ def main() -> None:
     configs = args.configs.split(",")
     print(f"$ python benchmarks/compile_time.py --trees {args.trees} --configs {args.configs} --steps {args.steps} "
           f"--repeats {args.repeats}   # {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average "
-          f"at start {[round(v, 2) for v in os.getloadavg()]}", flush=True)
+          f"at start {loadavg()}", flush=True)
     for tree in trees:
         head = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         print(f"tree {tree}: {head.stdout.strip()}")
@@ -119,7 +122,7 @@ def main() -> None:
             a, ma = first  # type: ignore[misc]
             print(f"  {cfg} {Path(b).name} / {Path(a).name}: trace {mb['trace_s'] / ma['trace_s']:.2f}, compile "
                   f"{mb['compile_s'] / ma['compile_s']:.2f}, images/s {mb['images_per_s'] / ma['images_per_s']:.2f}")
-    print(f"load average at end {[round(v, 2) for v in os.getloadavg()]}")
+    print(f"load average at end {loadavg()}")
 
 
 if __name__ == "__main__":

@@ -419,6 +419,12 @@ def _latency_free_send(self: Any, name: str, src_part: int, dst_part: int, nbyte
                                  deps=(wait,), nbytes=nbytes)))
 
 
+def _moved(base: list[dict[str, Any]], rows: list[dict[str, Any]], by: float) -> list[str]:
+    """The rows whose error a variant moves by more than ``by``: before -> after."""
+    return [f"  {r['model']} {r['strategy']} B={r['batch_size']} {r.get('pipeline')}: {100 * b['error']:+.1f} -> "
+            f"{100 * r['error']:+.1f} %" for b, r in zip(base, rows, strict=True) if abs(r["error"] - b["error"]) > by]
+
+
 def _micro_only(out: Path, cluster: Path) -> int:
     """Prints this simulator, the ``sync micro-batches at the runtime's measured cost`` variant, transfers that do
     not hold the devices (the cluster file's ``holds_devices`` false), and both, on ``out``; and every row the
@@ -434,9 +440,7 @@ def _micro_only(out: Path, cluster: Path) -> int:
         both = sv.predict(out, cluster)
     lines = [f"$ python benchmarks/simulator_ablation.py {out} --micro-batches-only", _summary(base, "this simulator"),
              _summary(rows, "sync micro-batches at the runtime's measured cost")]
-    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']} {r.get('pipeline')}: {100 * b['error']:+.1f} -> "
-              f"{100 * r['error']:+.1f} %" for b, r in zip(base, rows, strict=True)
-              if abs(r["error"] - b["error"]) > 1e-4]
+    lines += _moved(base, rows, 1e-4)
     lines.append(_summary(loose, "transfers not holding the devices"))
     lines.append(_summary(both, "both"))
     lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']} {r.get('pipeline')}: {100 * r['error']:+.1f} %"
@@ -448,9 +452,7 @@ def _micro_only(out: Path, cluster: Path) -> int:
         waits_micro = sv.predict(out, cluster)
     lines.append(_summary(waits, "model parallelism's transfer latency holding nothing"))
     lines.append(_summary(waits_micro, "that and the sync micro-batch rule"))
-    lines += [f"  {r['model']} {r['strategy']} B={r['batch_size']} {r.get('pipeline')}: {100 * b['error']:+.1f} -> "
-              f"{100 * r['error']:+.1f} %" for b, r in zip(base, waits_micro, strict=True)
-              if abs(r["error"] - b["error"]) > 0.05]
+    lines += _moved(base, waits_micro, 0.05)
     print("\n".join(lines))
     return 0
 
