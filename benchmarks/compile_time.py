@@ -111,15 +111,13 @@ def main() -> None:
                       f"{r['images_per_s']:.0f} images/s", flush=True)
     print("medians:")
     for cfg in configs:
-        med = {t: {k: statistics.median(r.get(k, 0.0) for r in got.get((cfg, t), [{}]))
-                   for k in ("trace_s", "first_call_s", "compile_s", "images_per_s")} for t in trees
-               if (cfg, t) in got}
-        for t, m in med.items():
+        med = [(t, {k: statistics.median(r.get(k, 0.0) for r in got[(cfg, t)])
+                    for k in ("trace_s", "first_call_s", "compile_s", "images_per_s")}) for t in trees
+               if (cfg, t) in got]
+        for t, m in med:
             print(f"  {cfg} {t}: trace {m['trace_s']:.1f} s, first call {m['first_call_s']:.1f} s, compile "
                   f"{m['compile_s']:.1f} s, {m['images_per_s']:.0f} images/s")
-        first = next(iter(med.items()), None)
-        for b, mb in list(med.items())[1:]:
-            a, ma = first  # type: ignore[misc]
+        for (a, ma), (b, mb) in ((med[0], other) for other in med[1:]):
             print(f"  {cfg} {Path(b).name} / {Path(a).name}: trace {mb['trace_s'] / ma['trace_s']:.2f}, compile "
                   f"{mb['compile_s'] / ma['compile_s']:.2f}, images/s {mb['images_per_s'] / ma['images_per_s']:.2f}")
     print(f"load average at end {loadavg()}")
