@@ -389,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--cluster", type=Path, default=None, help="a calibrated cluster file (default: calibrate now)")
     ap.add_argument("--skip-measure", action="store_true", help="simulate the measured/*.json already in --out")
+    ap.add_argument("--measure-only", action="store_true", help="measure into --out and stop: no calibration, no "
+                    "simulation (calibrate afterwards and run again with --skip-measure; the runs do not depend on "
+                    "the calibration)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/simulator_validation"))
     ap.add_argument("--repeats", default="0", help="repeat indices to measure, e.g. 0,1,2 (each a pass over every "
                     "model and batch size; the report takes the median per row)")
@@ -412,7 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     per_batch = {int(b): s for b, s in (p.split(":") for p in args.steps_per_batch.split(",") if p)}
     # the replicas of data parallelism run B / 2 each: profiled too, so that no layer time is scaled from another batch
     every_batch = sorted({c for model, _, _ in specs for b in _batches(model, args.batch_sizes) for c in (b, b // 2)})
-    cluster_path = args.cluster or calibrate(args.out, [(m, size) for m, size, _ in specs], every_batch)
+    if args.measure_only and args.skip_measure:
+        ap.error("--measure-only and --skip-measure exclude each other")
+    cluster_path = None if args.measure_only else (
+        args.cluster or calibrate(args.out, [(m, size) for m, size, _ in specs], every_batch))
     if not args.skip_measure:
         for rep in args.repeats.split(","):
             for model, size, model_steps in specs:
@@ -422,6 +428,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"{loadavg()}", flush=True)
                     subprocess.run([sys.executable, __file__, "--child", f"{model}:{size}:{b}:{steps}:{rep}",
                                     "--out", str(args.out), "--methods", args.methods], check=True)
+    if cluster_path is None:
+        print(f"measured; total {time.perf_counter() - t0:.0f} s; load {loads[0]} -> {loadavg()}")
+        return 0
     if args.split_cost:
         calibrate_splits(args.out, cluster_path)
     loads.append(loadavg())
