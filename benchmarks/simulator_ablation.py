@@ -140,6 +140,9 @@ class _OnClient:
         seconds, ports = self.where.transfer(src, dst, nbytes)
         return seconds, (*ports, workloads.CLIENT)
 
+    def tensor_seconds(self, src: int, dst: int) -> float:
+        return float(self.where.tensor_seconds(src, dst))
+
     def compute(self, d: int) -> str:
         return str(self.where.compute(d))
 

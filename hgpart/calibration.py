@@ -37,7 +37,8 @@ from hgpart.fileio import read_json
 from hgpart.profile import BACKWARD_FLOP_FACTOR
 
 __all__ = ["LINK_SIZES", "QUICK_LINK_SIZES", "RING_POINTS", "QUICK_RING_POINTS", "Calibration", "ComputeRate",
-           "LinkFit", "RingFit", "cluster_document", "compute_rate", "fit_link", "fit_ring", "fit_step_calls",
+           "LinkFit", "RingFit", "TensorFit", "cluster_document", "compute_rate", "fit_link", "fit_ring",
+           "fit_step_calls", "fit_tensors",
            "human_bytes", "machine_memory_bytes", "memory_bandwidth", "repo_profiles"]
 
 #: bytes per copy of the link benchmark: 4 KiB .. 32 MiB, a factor 4 apart (the full calibration)
@@ -132,6 +133,34 @@ def fit_ring(points: Sequence[tuple[int, int]], seconds: Sequence[float], *, rep
                           fix="run `hgpart calibrate` again on a quieter machine, without --quick")
     return RingFit(RingCost(replicas, float(fixed), 1.0 / float(per_byte), float(per_tensor)),
                    tuple((int(b), int(n)) for b, n in x), tuple(float(v) for v in t))
+
+
+@dataclass(frozen=True)
+class TensorFit:
+    """``t = intercept + tensors x per_tensor`` fitted to the median seconds of pulls of several tensors in one
+    function, the same bytes in all: what each further tensor of one transfer costs."""
+
+    per_tensor: float  # s, clipped at 0 (a negative slope is noise around a cost below the timer's reach)
+    intercept: float
+    counts: tuple[int, ...]
+    medians: tuple[float, ...]
+    nbytes: int  # the bytes every pull moved, split over its tensors
+
+
+def fit_tensors(counts: Sequence[int], seconds: Sequence[float], *, nbytes: int) -> TensorFit:
+    """Least squares line of ``seconds`` over tensor ``counts`` (at least two distinct counts, finite times).
+
+    Why a plain least squares: the times are differences of two functions' times (a pull against one scalar's hop)
+    and a few hundred microseconds each, with noise of the same size at every count, and the figure wanted is the
+    slope."""
+    x = np.asarray(counts, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if x.shape != t.shape or len(set(x.tolist())) < 2 or not np.all(np.isfinite(t)):
+        raise HgpartError(f"a tensor-count fit needs at least two distinct counts with one finite time each (got "
+                          f"{x.size} counts, {t.size} times)", where="pull benchmark")
+    slope, intercept = np.polyfit(x, t, 1)
+    return TensorFit(max(float(slope), 0.0), float(intercept), tuple(int(c) for c in x), tuple(float(v) for v in t),
+                     int(nbytes))
 
 
 def fit_step_calls(samples: dict[tuple[int, int], list[float]]) -> dict[int, LinkFit]:
@@ -289,6 +318,8 @@ class Calibration:
     calls: dict[int, LinkFit] = field(default_factory=dict)
     #: the client's CPU per step call of each profiled model (``hgpart calibrate --profile``; empty: not measured)
     client_cpu: tuple[ClientCpuCost, ...] = ()
+    #: what each further tensor of one many-tensor transfer costs (None: not measured; the latency then)
+    tensors: TensorFit | None = None
     date: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 
@@ -412,6 +443,16 @@ def _links_entry(cal: Calibration, by: str) -> dict[str, Any]:
                                  "core while it runs (benchmarks/results/step_breakdown/transfer_cores_probe.txt); "
                                  "the simulator holds both workers for the transfer"},
         }
+        if cal.tensors is not None:
+            pulls = cal.tensors
+            links["intra_node"]["per_tensor_us"] = pulls.per_tensor * 1e6
+            links["intra_node"]["sources"]["per_tensor_us"] = (
+                f"{by}: a compiled function on worker 1 reading {', '.join(map(str, pulls.counts))} variables of "
+                f"worker 0 ({human_bytes(pulls.nbytes)} in all), as an async data-parallel worker pulls a parameter "
+                "server's, minus the same function summing them on worker 0 and sending the sum "
+                f"(runtime.linkbench), {cal.link_repeats} samples each; slope of the least squares line over the "
+                f"medians (intercept {pulls.intercept * 1e6:.1f} us): one function's send/receive pairs run at once, "
+                "so each further tensor of a transfer costs this, not the latency")
         if cal.ring is not None:
             rc = cal.ring.cost
             pts = ", ".join(f"{human_bytes(b)} in {n}" for b, n in cal.ring.points)

@@ -199,6 +199,14 @@ class Link:
     holds_devices: bool = False
     #: the runtime's ring all-reduce over this link, measured (None: the simulator builds it from transfers)
     allreduce: RingCost | None = None
+    #: seconds each tensor beyond the first adds to a transfer of several tensors in one step function (their
+    #: send/receive pairs run at once); None: the latency, as if each were sent alone
+    per_tensor: float | None = None
+
+    @property
+    def tensor_seconds(self) -> float:
+        """What each further tensor of one many-tensor transfer costs: ``per_tensor``, else the latency."""
+        return self.latency if self.per_tensor is None else self.per_tensor
 
 
 @dataclass(frozen=True)
@@ -370,4 +378,5 @@ def _link(d: dict[str, Any] | None, default: PortOwner) -> Link | None:
                                             per_tensor=float(ar["per_tensor_us"]) * 1e-6)
     return Link(bandwidth=float(d["bandwidth_GBps"]) * 1e9, latency=float(d["latency_us"]) * 1e-6,
                 port_per=PortOwner(d.get("port_per", default.value)), sources=dict(d.get("sources", {})),
-                holds_devices=bool(d.get("holds_devices", False)), allreduce=ring)
+                holds_devices=bool(d.get("holds_devices", False)), allreduce=ring,
+                per_tensor=None if d.get("per_tensor_us") is None else float(d["per_tensor_us"]) * 1e-6)

@@ -10,6 +10,7 @@ Usage::
     m.calls[(2, 2**20)]   # per repeat: seconds of a step call that feeds 1 MiB from the client, split over 2 workers
     m.hops[2**20]         # per repeat: seconds of one hop of 1 MiB inside a compiled function (w0 -> w1 or back)
     m.ring[(2**20, 16)]   # per repeat: seconds of the runtime's ring all-reduce of 2**20 values in 16 tensors
+    m.pulls[16]           # per repeat: seconds of reading 16 variables of worker 0 on worker 1 in one function
 
 Why this way: the runtime's local workers exchange feature maps and gradients as TensorFlow copies between
 worker processes (gRPC on 127.0.0.1), so the link a simulation of ``--devices local`` needs is that copy. Each
@@ -32,6 +33,13 @@ as much as the transfers, so it is timed as a whole (``ring_points``: parameters
 makes every replica's tensors and all-reduces them, against the same function that makes them and does not; the
 difference is the all-reduce's seconds.
 
+Asynchronous data parallelism pulls a parameter server's variables into a worker's step function, and pushes the
+gradients back, as many tensors in one function (:func:`hgpart.runtime.dataparallel.make_strategy`). Their
+send/receive pairs run at once, so a pull of n tensors does not pay the link's latency n times: the session times a
+function on worker 1 that reads ``n`` variables of worker 0 (``PULL_TENSORS``, the same ``PULL_BYTES`` in all),
+against the same function that sums them on worker 0 and sends one scalar; the difference, by ``n``, gives what each
+further tensor of one transfer costs (:func:`hgpart.calibration.fit_tensors`).
+
 The same session also times the runtime's cost of one step call: a compiled function that takes an input from the
 client, splits it over one or both workers, sums each shard there and returns a scalar to the client, doing next to
 no work (:func:`step_call`). Every step of the single device and of data parallelism is such a call (the feed in,
@@ -53,7 +61,8 @@ from hgpart.runtime.dataparallel import ring_allreduce
 
 from hgpart.errors import HgpartError
 
-__all__ = ["LinkSamples", "hop_chain", "measure_local_link", "ring_function"]
+__all__ = ["PULL_BYTES", "PULL_TENSORS", "LinkSamples", "hop_chain", "measure_local_link", "pull_function",
+           "ring_function"]
 
 #: seconds one whole benchmark may take on the workers before it is called stuck
 _TIMEOUT_S = 300.0
@@ -73,6 +82,9 @@ class LinkSamples:
     calls: dict[tuple[int, int], list[float]] | None = None
     #: per (model, input shape, batch size): the client's CPU per step call (:mod:`hgpart.runtime.clientbench`)
     client: dict[tuple[str, tuple[int, ...], int], ClientCpu] | None = None
+    #: per number of tensors, per repeat: seconds of pulling that many variables of worker 0 into worker 1 in one
+    #: function, beyond one scalar's hop (``PULL_BYTES`` in all)
+    pulls: dict[int, list[float]] | None = None
 
     @property
     def call(self) -> float:
@@ -139,7 +151,7 @@ def _measure(src: str, dst: str, host: str, sizes: list[int], repeats: int,
     return LinkSamples(out, base, cores,
                        {size: _hop_seconds(src, dst, size, repeats) for size in sorted(set(int(s) for s in sizes))},
                        {pt: _ring_seconds([src, dst], *pt, repeats) for pt in ring_points} if ring_points else None,
-                       calls)
+                       calls, pulls={n: _pull_seconds(src, dst, n, repeats) for n in PULL_TENSORS})
 
 
 #: hops of the in-function benchmark (even: the tensor ends where it started)
@@ -222,6 +234,48 @@ def _ring_seconds(devices: list[str], params: int, tensors: int, repeats: int) -
     for _ in range(repeats):
         pairs = [(timed(none), timed(some)) for _ in range(3)]
         out.append(max(statistics.median(b for _, b in pairs) - statistics.median(a for a, _ in pairs), 0.0))
+    return out
+
+
+#: tensors per pull of the many-tensor benchmark, and the bytes they hold together (a small model's shard: the cost
+#: is the tensors', not the bytes')
+PULL_TENSORS = (1, 4, 16, 64)
+PULL_BYTES = 2**16
+
+
+def pull_function(src: str, dst: str, variables: Sequence[Any], *, remote: bool) -> Any:
+    """A compiled function of a seed that reads ``variables`` (on ``src``) as an async data-parallel worker on
+    ``dst`` pulls them: with ``remote`` each read value goes to ``dst`` and is summed there; without, they are
+    summed on ``src`` and only the sum goes to ``dst``. Returns one float on ``dst``."""
+    import tensorflow as tf
+
+    @tf.function
+    def f(seed: tf.Tensor) -> tf.Tensor:
+        reads = []
+        for v in variables:
+            with tf.device(src):
+                reads.append(v.read_value())
+        with tf.device(dst if remote else src):
+            total = tf.add_n([tf.reduce_sum(r) for r in reads])
+        with tf.device(dst):
+            return total + seed
+    return f
+
+
+def _pull_seconds(src: str, dst: str, tensors: int, repeats: int) -> list[float]:
+    """Per repeat, seconds of pulling ``tensors`` variables of ``PULL_BYTES`` in all from ``src`` into a function
+    on ``dst``, beyond sending their sum (medians of 5 alternating calls each: a few hundred microseconds apart
+    on a shared machine, so more than :func:`_ring_seconds` takes)."""
+    import tensorflow as tf
+
+    with tf.device(src):
+        variables = [tf.Variable(tf.fill([max(PULL_BYTES // 4 // tensors, 1)], float(i))) for i in range(tensors)]
+    none, some = pull_function(src, dst, variables, remote=False), pull_function(src, dst, variables, remote=True)
+    timed = _warm_timer((none, some), tf.constant(1.0))
+    out = []
+    for _ in range(repeats):
+        pairs = [(timed(none), timed(some)) for _ in range(5)]
+        out.append(statistics.median(b for _, b in pairs) - statistics.median(a for a, _ in pairs))
     return out
 
 

@@ -23,6 +23,7 @@ from hgpart.calibration import (
     cluster_document,
     fit_link,
     fit_ring,
+    fit_tensors,
     foreign_profiles,
 )
 from hgpart.cli import main
@@ -34,6 +35,7 @@ from hgpart.models import load_graph
 from hgpart.placement import Placement
 from hgpart.profile import Profile
 from hgpart.simulate.costs import layer_times
+from hgpart.simulate.run import ClusterDevices
 
 SIZES = [4096 * 4**i for i in range(7)] + [2**25]
 
@@ -155,6 +157,25 @@ def test_the_ring_fit_recovers_a_known_all_reduce_and_the_document_carries_it_an
     assert c.device.call_seconds(2**20, 2) == pytest.approx(3e-3 + 2**20 / 5e8, rel=1e-6)
     assert "ring_allreduce" in doc["links"]["intra_node"]["allreduce"]["sources"]["fit"]
     assert "step_call" in doc["device"]["sources"]["step_calls"]
+
+
+def test_the_tensor_fit_recovers_a_known_cost_per_tensor_and_the_simulated_link_uses_it() -> None:
+    counts = [1, 4, 16, 64]
+    fit = fit_tensors(counts, [40e-6 + n * 55e-6 for n in counts], nbytes=2**16)
+    assert fit.per_tensor == pytest.approx(55e-6, rel=1e-6) and fit.intercept == pytest.approx(40e-6, rel=1e-6)
+    assert fit_tensors(counts, [3e-4 - n * 1e-7 for n in counts], nbytes=2**16).per_tensor == 0.0  # no negative cost
+    with pytest.raises(HgpartError, match="two distinct counts"):
+        fit_tensors([16, 16], [1e-3, 2e-3], nbytes=2**16)
+    link = fit_link(SIZES, [2e-4 + s / 2e9 for s in SIZES])
+    doc = cluster_document(dataclasses.replace(_calibration(link), tensors=fit))
+    c = cluster_from_dict(doc)
+    assert c.intra is not None and c.intra.per_tensor == pytest.approx(55e-6, rel=1e-6)
+    assert c.intra.tensor_seconds == pytest.approx(55e-6, rel=1e-6)
+    assert "64 KiB in all" in c.intra.sources["per_tensor_us"] and "1, 4, 16, 64" in c.intra.sources["per_tensor_us"]
+    assert ClusterDevices(c).tensor_seconds(0, 1) == pytest.approx(55e-6, rel=1e-6)
+    before = cluster_from_dict(cluster_document(_calibration(link)))  # not measured: each tensor pays the latency
+    assert before.intra is not None and before.intra.per_tensor is None
+    assert ClusterDevices(before).tensor_seconds(1, 0) == pytest.approx(2e-4, rel=1e-6)
 
 
 def test_the_client_cpu_per_call_goes_into_the_document_and_the_nearest_batch_is_used() -> None:

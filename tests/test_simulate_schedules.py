@@ -33,8 +33,10 @@ from hgpart.simulate.workloads import (
 class FixedLinks:
     """Every transfer takes ``latency + bytes / bandwidth`` on the sender's out-port and the receiver's in-port."""
 
-    def __init__(self, latency: float, bandwidth: float, holds_devices: bool = False) -> None:
+    def __init__(self, latency: float, bandwidth: float, holds_devices: bool = False,
+                 per_tensor: float | None = None) -> None:
         self.latency, self.bandwidth, self.holds_devices = latency, bandwidth, holds_devices
+        self.per_tensor = latency if per_tensor is None else per_tensor
 
     def compute(self, device: int) -> str:
         return f"dev{device}"
@@ -42,6 +44,9 @@ class FixedLinks:
     def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]:
         held = (self.compute(src), self.compute(dst)) if self.holds_devices else ()
         return self.latency + nbytes / self.bandwidth, (f"out{src}", f"in{dst}", *held)
+
+    def tensor_seconds(self, src: int, dst: int) -> float:
+        return self.per_tensor
 
 
 def _by_name(eng: Engine) -> dict[str, Task]:
@@ -326,6 +331,21 @@ def test_concurrent_async_data_parallel_workers_pay_latency_per_tensor_and_a_lin
         (0.0, 0.25), (0.25, 1.25), (2.25, 3.25), (3.25, 3.75), (0.25, 0.5), (1.25, 2.25), (2.25, 3.25),
         (3.25, 4.25), (4.25, 5.25), (5.25, 5.75)]
     assert held["pull p0->w1 j1"].resources == ("out0", "in1", "dev0", "dev1")
+
+
+def test_a_link_with_a_measured_cost_per_tensor_charges_it_for_each_tensor_beyond_the_first() -> None:
+    # as above, free link, but each further tensor of a pull or push costs 0.05 s, not the latency 0.25 s:
+    # 0.25 + 0.05 + 64 / 128 = 0.8 s. call w1 [.25, .5], pull [.5, 1.3], fwd w1 [1.3, 2.3], bwd w1 [2.3, 3.3],
+    # push [3.3, 4.1], update from w1 [4.1, 4.6]; worker 0 as before.
+    wl = AsyncDataParallel(2, 1.0, 1.0, [16.0, 0.0], [0.5, 0.0], 4, FixedLinks(0.25, 128.0, per_tensor=0.05),
+                           call_s=0.25, shard_tensors=[2, 0])
+    eng = Engine()
+    run_jobs(eng, wl, jobs=2)
+    t = _by_name(eng)
+    names = ["call w1 j1", "pull p0->w1 j1", "fwd w1 j1", "bwd w1 j1", "push w1->p0 j1", "update p0 from w1 j1",
+             "update p0 from w0 j0"]
+    assert [v for n in names for v in (t[n].start, t[n].end)] == pytest.approx([
+        0.25, 0.5, 0.5, 1.3, 1.3, 2.3, 2.3, 3.3, 3.3, 4.1, 4.1, 4.6, 2.25, 2.75])
 
 
 def test_an_async_workers_call_waits_for_the_clients_work_which_takes_turns_and_a_free_core() -> None:

@@ -19,11 +19,13 @@ from hgpart.calibration import (
     Calibration,
     LinkFit,
     RingFit,
+    TensorFit,
     cluster_document,
     compute_rate,
     fit_link,
     fit_ring,
     fit_step_calls,
+    fit_tensors,
     foreign_profiles,
     human_bytes,
     machine_memory_bytes,
@@ -82,10 +84,11 @@ def calibrate_cmd(
     ring: RingFit | None = None
     calls: dict[int, LinkFit] = {}
     client: tuple[ClientCpuCost, ...] = ()
+    tensors: TensorFit | None = None
     repeats = 3 if quick else 15
     if devices >= 2:
         from hgpart.runtime.clientbench import ClientModel
-        from hgpart.runtime.linkbench import measure_local_link
+        from hgpart.runtime.linkbench import PULL_BYTES, measure_local_link
 
         points = QUICK_RING_POINTS if quick else RING_POINTS
         samples = measure_local_link(QUICK_LINK_SIZES if quick else LINK_SIZES, repeats=repeats, cores=usable,
@@ -102,6 +105,9 @@ def calibrate_cmd(
         calls = fit_step_calls(samples.calls or {})
         client = tuple(ClientCpuCost(name, shape, b, c.step, c.async_call)
                        for (name, shape, b), c in sorted((samples.client or {}).items()))
+        if samples.pulls:
+            tensors = fit_tensors(sorted(samples.pulls), [statistics.median(samples.pulls[n]) for n in
+                                                         sorted(samples.pulls)], nbytes=PULL_BYTES)
         if samples.ring:
             ring = fit_ring([(4 * p, n) for p, n in samples.ring], [statistics.median(v) for v in
                                                                    samples.ring.values()], replicas=2)
@@ -112,7 +118,7 @@ def calibrate_cmd(
                       link=link, link_repeats=repeats, quick=quick, profiles=folder or repo_profiles(),
                       profiled=tuple(p.name for p in made),
                       call_seconds=call, eager_link=eager if eager is not link else None, ring=ring, calls=calls,
-                      client_cpu=client)
+                      client_cpu=client, tensors=tensors)
     doc = cluster_document(cal, base=target.parent)
     write_json(target, doc, what="cluster file")
     print_calibration(con, cal)
@@ -154,6 +160,11 @@ def print_calibration(con: Console, cal: Calibration) -> None:
                     f"{cal.link_repeats} samples each")
         tab.add_row("link latency", f"{lk.latency * 1e6:.1f} us", "intercept of the fit (least squares on "
                     "relative error)")
+    if cal.tensors is not None:
+        pt = cal.tensors
+        tab.add_row("link, each further tensor", f"{pt.per_tensor * 1e6:.1f} us",
+                    f"pulls of {', '.join(map(str, pt.counts))} tensors ({human_bytes(pt.nbytes)} in all) in one "
+                    "function, against one hop of their sum: the slope")
     if cal.eager_link is not None:
         ek = cal.eager_link
         tab.add_row("link, eager copies", f"{ek.bandwidth / 1e9:.3f} GB/s, {ek.latency * 1e6:.1f} us",

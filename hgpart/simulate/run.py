@@ -56,6 +56,10 @@ __all__ = ["SimPipeline", "SimStrategy", "SimOptions", "SimResult", "DeviceMemor
 
 TRACE_NAME = "devices_trace.simulated.json"
 DTYPE_BYTES = 4
+#: jobs simulated of asynchronous data parallelism: its workers' calls, pulls, pushes and the client's turns fall
+#: into a repeating pattern only after tens of jobs, and eight overstated its throughput against that pattern
+#: (``benchmarks/results/simulator_validation/2026-12-06-eve/README.md``)
+ASYNC_DP_JOBS = 64
 
 
 class SimPipeline(Enum):
@@ -216,6 +220,9 @@ class ClusterDevices:
         held = (self.compute(src), self.compute(dst)) if route.link.holds_devices else ()
         return route.seconds(nbytes), route.ports + held
 
+    def tensor_seconds(self, src: int, dst: int) -> float:
+        return self.cluster.route(src, dst).link.tensor_seconds
+
 
 def _check(n: int, cluster: Cluster, what: str) -> None:
     if n > cluster.num_devices:
@@ -233,6 +240,8 @@ class _Built:
     source: str
     #: the engine's processor-sharing resources: a device's compute, by how many tasks it runs at once
     shared: dict[str, int] = field(default_factory=dict)
+    #: the fewest jobs that reach a steady state (0: the default rule of :func:`simulate`)
+    min_jobs: int = 0
 
 
 def model_memory_settings(opts: SimOptions, batch: int, pl: Placement) -> MemorySettings:
@@ -400,7 +409,7 @@ def _data_parallel(pl: Placement, cluster: Cluster, opts: SimOptions, batch: int
     calls = [dev.call_seconds(_feed_bytes(graph, share), k) for k in spans]
     return _Built(AsyncDataParallel(n, fwd, bwd, shards, ups, share, where, call_s=dev.call_overhead,
                                     shard_tensors=tensors, worker_call_s=calls, client=client),
-                  mem, n, times.source)
+                  mem, n, times.source, min_jobs=ASYNC_DP_JOBS)
 
 
 def _client_work(cluster: Cluster, where: ClusterDevices, graph: LayerGraph, batch: int, used: int
@@ -465,7 +474,7 @@ def simulate(pl: Placement, cluster: Cluster, opts: SimOptions, *, hypergraph: H
         built = _data_parallel(pl, cluster, opts, batch, times, hypergraph)
     wl, mem, inflight = built.workload, built.memory, built.inflight
     # enough for a steady state; the compiled pipeline's calls drain the window, so at least four calls
-    jobs = opts.jobs or max(8, 4 * wl.slots, 4 * _per_call(opts))
+    jobs = opts.jobs or max(8, 4 * wl.slots, 4 * _per_call(opts), built.min_jobs)
     # a worker's shared core runs one (micro-)batch's ready ops at once; another batch's wait (docs/simulator.md)
     eng = Engine(shared=built.shared, one_flow=bool(built.shared))
     run = run_jobs(eng, wl, jobs=jobs)

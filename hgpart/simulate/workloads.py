@@ -21,7 +21,8 @@ busy: whenever a job ends, its slot takes the next job. What a job is:
   many seconds on every replica at once), then every replica's update;
 * async DP: worker ``w`` (slot ``w``) pulls the parameters it does not hold, computes ``B / N`` samples, pushes the
   gradients to their owners, who apply them; one server (device 0) or greedy shards by layer (distributed). A
-  pull or push moves the shard's tensors one by one, so it pays the link's latency once per tensor. With
+  pull or push moves the shard's tensors in one function: the first pays the link's latency, each further one
+  what the link's ``tensor_seconds`` says (their send/receive pairs run at once). With
   ``serial`` the workers' calls run one at a time, in turn (one slot), as a client with one step thread would run
   them; without it (hgpart's runtime: one step thread per worker) they overlap, taking turns only for the client's
   call and its work. A worker's call is a function spanning its own device and the servers it reads, and it starts
@@ -60,6 +61,10 @@ class Devices(Protocol):
     def compute(self, device: int) -> str: ...
 
     def transfer(self, src: int, dst: int, nbytes: float) -> tuple[float, tuple[str, ...]]: ...
+
+    def tensor_seconds(self, src: int, dst: int) -> float:
+        """What each tensor beyond the first adds to a transfer of several tensors in one function."""
+        ...
 
 
 class Workload(Protocol):
@@ -393,7 +398,8 @@ class AsyncDataParallel:
     dtype_bytes: int = 4
     call_s: float = 0.0
     serial: bool = False
-    #: tensors (variables) each owner holds: a pull or push moves them one by one, each paying the link's latency
+    #: tensors (variables) each owner holds: a pull or push moves them in one function, each beyond the first
+    #: adding the link's ``tensor_seconds``
     shard_tensors: Sequence[int] = ()
     #: seconds of each worker's call, where they differ (empty: ``call_s`` for every worker)
     worker_call_s: Sequence[float] = ()
@@ -429,7 +435,7 @@ class AsyncDataParallel:
         nbytes = self.shard_params[owner] * self.dtype_bytes
         seconds, ports = self.where.transfer(src, dst, nbytes)
         tensors = self.shard_tensors[owner] if self.shard_tensors else 1
-        if tensors > 1:  # one transfer of the shard's bytes, paying the latency once per tensor
-            seconds += (tensors - 1) * self.where.transfer(src, dst, 0.0)[0]
+        if tensors > 1:  # one transfer of the shard's bytes; each further tensor adds its own cost
+            seconds += (tensors - 1) * self.where.tensor_seconds(src, dst)
         return eng.add(Task(name, TaskKind.SEND, seconds, ports, device=src, peer=dst, batch=job, deps=deps,
                             nbytes=nbytes))
