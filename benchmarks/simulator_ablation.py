@@ -4,6 +4,7 @@ Run (from the repository root)::
 
     python benchmarks/simulator_ablation.py benchmarks/results/simulator_validation/2026-11-27-epyc
     python benchmarks/simulator_ablation.py OUT --micro-batches-only   # that variant, transfers not holding devices
+    python benchmarks/simulator_ablation.py OUT --per-tensor-us 55     # a folder calibrated before per_tensor_us
 
 
 Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machine.json`` as
@@ -84,7 +85,18 @@ Reads ``OUT/measured/*.json``, ``OUT/placements/`` and ``OUT/cluster_this-machin
   data-parallel worker's call is charged on a core and takes turns on the client's interpreter, but the call does
   not wait for it; its rows are printed;
 * ``the client's work of two calls at once``: the client's work of the async data-parallel workers' calls does not
-  hold the client's interpreter, so two step threads' work runs at once on two cores; its rows are printed.
+  hold the client's interpreter, so two step threads' work runs at once on two cores; its rows are printed;
+* ``each further tensor paying the latency``: an async data-parallel pull or push pays the link's latency for every
+  tensor it moves, the link's measured ``per_tensor_us`` ignored (the rule before 2026-12-06 evening); its rows
+  are printed;
+* ``8 jobs of async data parallelism``: async data parallelism simulated for as few jobs as the other strategies
+  (8 on two workers), not :data:`hgpart.simulate.run.ASYNC_DP_JOBS` (the rule before 2026-12-06 evening); its rows
+  are printed.
+
+``--per-tensor-us X``, for a folder calibrated before ``hgpart calibrate`` measured ``per_tensor_us``: prints (and
+does not write) this simulator with the link's per-tensor cost taken as X microseconds, the simulator before
+2026-12-06 evening (every tensor paying the latency, 8 jobs of async data parallelism), and each of those two
+changes alone.
 
 Writes ``OUT/ablation.txt`` (with ``--micro-batches-only``, only prints). Nothing is measured; no figure of the
 simulator is changed but the one named.
@@ -460,11 +472,39 @@ def _micro_only(out: Path, cluster: Path) -> int:
     return 0
 
 
+def _latency_per_tensor() -> Any:
+    """Every further tensor of a many-tensor transfer pays the link's latency, whatever it measured."""
+    return mock.patch.object(cluster_mod.Link, "tensor_seconds", property(lambda self: self.latency))
+
+
+def _per_tensor_only(out: Path, cluster: Path, us: float) -> int:
+    """``--per-tensor-us``: this simulator with the link's per-tensor cost assumed, the simulator before it and
+    before 64 async jobs, and each change alone; printed only."""
+    assumed = mock.patch.object(cluster_mod.Link, "tensor_seconds", property(lambda self: us * 1e-6))
+    lines = [f"$ python benchmarks/simulator_ablation.py {out} --per-tensor-us {us:g}"]
+    with assumed:
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, f"this simulator, each further tensor {us:g} us"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
+    with _latency_per_tensor(), mock.patch.object(simrun, "ASYNC_DP_JOBS", 0):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "before: each further tensor paying the latency, 8 jobs of async data parallelism"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
+    with _latency_per_tensor():
+        lines.append(_summary(sv.predict(out, cluster), "64 jobs only"))
+    with assumed, mock.patch.object(simrun, "ASYNC_DP_JOBS", 0):
+        lines.append(_summary(sv.predict(out, cluster), f"{us:g} us a further tensor only"))
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     cluster = out / "cluster_this-machine.json"
     if "--micro-batches-only" in argv[1:]:
         return _micro_only(out, cluster)
+    if "--per-tensor-us" in argv[1:]:
+        return _per_tensor_only(out, cluster, float(argv[argv.index("--per-tensor-us") + 1]))
     real_sim = sv.simulate_run
     lines = [f"$ python benchmarks/simulator_ablation.py {out}"]
     lines.append(_summary(sv.predict(out, cluster), "this simulator"))
@@ -570,6 +610,14 @@ def main(argv: list[str]) -> int:
             rows = sv.predict(out, cluster)
         lines.append(_summary(rows, label))
         lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
+    with _latency_per_tensor():
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "each further tensor paying the latency"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
+    with mock.patch.object(simrun, "ASYNC_DP_JOBS", 0):
+        rows = sv.predict(out, cluster)
+    lines.append(_summary(rows, "8 jobs of async data parallelism"))
+    lines += _rows(rows, lambda r: r["strategy"].startswith("async-dp"))
     text = "\n".join(lines) + "\n"
     print(text, end="")
     (out / "ablation.txt").write_text(text)
