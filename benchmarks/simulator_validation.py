@@ -6,6 +6,8 @@ Run (from the repository root)::
     python benchmarks/simulator_validation.py --models minivgg:32:24 --batch-sizes 16,32   # model:input:steps
     python benchmarks/simulator_validation.py --models minivgg:32:112 --steps-per-batch 16:64  # steps at B=16: 64
     python benchmarks/simulator_validation.py --cluster my_cluster.json --skip-measure     # re-simulate only
+    python benchmarks/simulator_validation.py --measure-only --out OUT   # the runs only; calibrate later, then
+                                                                         # --skip-measure --cluster OUT/...json
 
 What it does, in this order, each step in its own process:
 
@@ -13,7 +15,9 @@ What it does, in this order, each step in its own process:
    compute rate, the link between two pinned local workers and the memory bandwidth, and (``--profile``) this
    machine's one-core profiles of every model measured below at every batch size measured and at half of it (the
    batch of each of data parallelism's two replicas), into ``OUT/profiles/``.
-   Nothing else calibrates the simulator; it is never fitted to the runs below.
+   Nothing else calibrates the simulator; it is never fitted to the runs below. The runs depend on no
+   calibration, so ``--measure-only`` makes them first and stops; a later invocation with ``--skip-measure`` and a
+   cluster file calibrated after them (steps 2b and 3) completes the validation.
 2. For every model and batch size, a child process opens 2 local workers (one pinned core each) and runs the
    measured comparison (:func:`hgpart.compare.measured.run_measured`, as ``hgpart compare-run --devices local``
    does) for ``steps`` global steps of every strategy that runs on worker processes, keeping each model-parallel
