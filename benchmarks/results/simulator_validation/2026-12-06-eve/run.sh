@@ -19,6 +19,16 @@ measure)
   python benchmarks/simulator_validation.py --models vgg16:64:16 --methods single,sync-dp,async-dp-1ps,async-dp-dps \
     --repeats 0,1,2 --measure-only --out $OUT 2>&1 | quiet
   stamp measured ;;
+measure-rest)
+  # the machine was shut down at about 16:45 on 2026-12-06, after 15 of the 18 small-model runs (minires's third
+  # pass missing) and before vgg16; the rest was measured on 2026-12-07 with the same code and the same commands
+  stamp measure-rest
+  python benchmarks/simulator_validation.py --models minires:32:112 --steps-per-batch 16:64 \
+    --repeats 2 --measure-only --out $OUT 2>&1 | quiet
+  stamp
+  python benchmarks/simulator_validation.py --models vgg16:64:16 --methods single,sync-dp,async-dp-1ps,async-dp-dps \
+    --repeats 0,1,2 --measure-only --out $OUT 2>&1 | quiet
+  stamp measured ;;
 predict)
   stamp predict
   [ -f $OUT/cluster_this-machine.json ] || hgpart calibrate --out $OUT/cluster_this-machine.json --profile minivgg:32 \
@@ -30,5 +40,5 @@ predict)
   python benchmarks/simulator_validation.py --models vgg16:64:16 --methods single,sync-dp,async-dp-1ps,async-dp-dps \
     --skip-measure --cluster $OUT/cluster_this-machine.json --out $OUT 2>&1 | quiet
   stamp done ;;
-*) echo "usage: bash $0 measure|predict" >&2; exit 2 ;;
+*) echo "usage: bash $0 measure|measure-rest|predict" >&2; exit 2 ;;
 esac
