@@ -202,14 +202,16 @@ def test_auto_times_a_short_step_every_way_and_runs_the_fastest(monkeypatch: pyt
     counters = [float(c.numpy()) for c in pm._step.counters.values()]  # type: ignore[union-attr]
     assert counters == [4.0] * len(counters)  # the timing steps' updates were undone
 
-    def slow_slots(fns: list, *args: object, **kwargs: object) -> object:  # every whole-step call 200 ms slower
-        return real_slots([lambda *a, f=f: (time.sleep(0.2), f(*a))[1] for f in fns], *args, **kwargs)
+    lag_s = 0.2  # seconds a deliberately slowed way loses per step: well beyond a loaded machine's noise
 
-    def slow_stages(staged: object, n: int, task: object, **kwargs: object) -> object:  # every batch 200 ms later
-        return real_stages(staged, n, lambda i: (time.sleep(0.2), task(i))[1], **kwargs)  # type: ignore[operator]
+    def slow_slots(fns: list, *args: object, **kwargs: object) -> object:  # every whole-step call slower
+        return real_slots([lambda *a, f=f: (time.sleep(lag_s), f(*a))[1] for f in fns], *args, **kwargs)
 
-    def slow_calls(self: Any, x: object, y: Any) -> object:  # every call 200 ms a step slower
-        time.sleep(0.2 * len(y) / self.step.batch_size)
+    def slow_stages(staged: object, n: int, task: object, **kwargs: object) -> object:  # every batch later
+        return real_stages(staged, n, lambda i: (time.sleep(lag_s), task(i))[1], **kwargs)  # type: ignore[operator]
+
+    def slow_calls(self: Any, x: object, y: Any) -> object:  # every call slower by a step's
+        time.sleep(lag_s * len(y) / self.step.batch_size)
         return real_run(self, x, y)
 
     real_slots, real_stages, real_run = pipechoice.run_slots, pipechoice.run_staged, pipechoice.MultiStep.run
