@@ -6,7 +6,8 @@ when imported. Errors a user can cause (:class:`HgpartError`) are
 printed as one red line and exit with code 2; no traceback. Ctrl-C prints one
 ``interrupted`` line and exits with code 130. TensorFlow is quiet by default
 (see :mod:`hgpart.quiet`); ``hgpart --verbose COMMAND`` shows its log lines and
-Python warnings again.
+Python warnings again. TensorFlow's CPU allocator is BFC by default (see
+:mod:`hgpart.allocator`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 
 import typer
 
+from hgpart.allocator import use_bfc
 from hgpart.commands import app
 from hgpart.errors import HgpartError
 from hgpart.quiet import StderrFilter, quiet_python, show_notes
@@ -107,6 +109,7 @@ def _run(argv: list[str] | None) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    use_bfc()  # before any command makes a tensor: TensorFlow reads it when it builds its CPU allocator
     _register()
     _STDERR_FILTER.start()
     try:

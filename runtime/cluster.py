@@ -63,6 +63,7 @@ from typing import IO, Any, TypeVar
 
 from hgpart.runtime.deviceset import DeviceSet
 
+from hgpart.allocator import bfc_environment
 from hgpart.errors import HgpartError
 from hgpart.notes import HgpartNote
 from hgpart.quiet import NOISE
@@ -454,8 +455,8 @@ def _start_local(k: int, groups: list[list[int]], *, inter_op: int, start_timeou
     with _REG_LOCK:
         _ACTIVE.append(cluster)
     try:
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-                   PYTHONUNBUFFERED="1")
+        env = bfc_environment(dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+                                   PYTHONUNBUFFERED="1"))
         for i in range(k):
             err = tempfile.TemporaryFile(prefix=f"hgpart-worker{i}-")
             errs.append(err)

@@ -24,7 +24,7 @@ PACKAGES = {"hgpart": "hgpart", "runtime": "hgpart.runtime"}
 
 #: the stages in pipeline order, each with its modules (a name covers the module and, for a package, its submodules)
 STAGES: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("hgpart.errors", "hgpart.fileio", "hgpart.notes", "hgpart.quiet", "hgpart.schemas")),
+    ("base", ("hgpart.allocator", "hgpart.errors", "hgpart.fileio", "hgpart.notes", "hgpart.quiet", "hgpart.schemas")),
     ("kinds", ("hgpart.kinds",)),
     ("frontend", ("hgpart.layergraph", "hgpart.zoo", "hgpart.frontend", "hgpart.models")),
     ("profile", ("hgpart.profile", "hgpart.profiler", "hgpart.profile_compare", "hgpart.profile_report",

@@ -20,7 +20,9 @@ from hgpart.runtime import cluster
 
 from hgpart.errors import HgpartError
 
-_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+# (without TF_CPU_ALLOCATOR_USE_BFC: the workers must get hgpart's default, BFC)
+_ENV = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"} | {"TF_CPP_MIN_LOG_LEVEL": "3",
+                                                                                  "CUDA_VISIBLE_DEVICES": ""}
 
 # Opens 2 workers, runs a matmul on each, closes; re-opens (reconnect in one process), kills worker 1
 # mid-way and lets guarded() turn the hang into an HgpartError; prints one JSON line per phase.
@@ -44,7 +46,9 @@ with open_local(2, inter_op=2, start_timeout=120) as ds:
         out.append({"device": y.device, "value": y.numpy().tolist()})
     emit(phase="ops", devices=ds.devices, host=ds.host, pids=[w.pid for w in infos],
          cores=[w.cores for w in infos], out=out,
-         allowed=[open(f"/proc/{w.pid}/status").read().split("Cpus_allowed_list:")[1].split()[0] for w in infos])
+         allowed=[open(f"/proc/{w.pid}/status").read().split("Cpus_allowed_list:")[1].split()[0] for w in infos],
+         bfc=[dict(kv.split("=", 1) for kv in open(f"/proc/{w.pid}/environ").read().split("\0") if "=" in kv)
+              .get("TF_CPU_ALLOCATOR_USE_BFC") for w in infos])
 emit(phase="closed", pids=[w.pid for w in infos])
 
 ds = open_local(2, inter_op=2, start_timeout=120)
@@ -208,6 +212,7 @@ def test_matmul_runs_on_each_pinned_worker_and_close_stops_them(runs):
     assert r["cores"] == expected
     for allowed, cores in zip(r["allowed"], expected, strict=True):  # the kernel's view of each worker's pinning
         assert allowed == ",".join(map(str, cores)) or (len(cores) > 1 and allowed == f"{cores[0]}-{cores[-1]}")
+    assert r["bfc"] == ["true", "true"]  # each worker runs TensorFlow's BFC CPU allocator (hgpart.allocator)
     assert "closed" in res
     assert not any(_alive(p) for p in res["closed"]["pids"])
 
