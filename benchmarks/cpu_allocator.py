@@ -37,7 +37,7 @@ RING_POINTS = ((2**24, 16), (44_000_000, 32))
 
 
 def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def env_for(alloc: str) -> dict[str, str]:
