@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-__all__ = ["BFC_LIMIT_MB", "TF_DEFAULT_LIMIT_MB", "USE_BFC", "bfc_environment", "use_bfc"]
+__all__ = ["BFC_LIMIT_MB", "TF_DEFAULT_LIMIT_MB", "USE_BFC", "bfc_environment", "physical_memory_bytes", "use_bfc"]
 
 #: TensorFlow's switch between its malloc-based CPU allocator (false, its default) and BFC (true)
 USE_BFC = "TF_CPU_ALLOCATOR_USE_BFC"
@@ -32,12 +32,27 @@ BFC_LIMIT_MB = "TF_CPU_BFC_MEM_LIMIT_IN_MB"
 TF_DEFAULT_LIMIT_MB = 2**16
 
 
-def _machine_mb() -> int | None:
-    """This machine's physical memory in MiB (None where the platform does not say)."""
+def physical_memory_bytes() -> int | None:
+    """This machine's RAM in bytes: ``MemTotal`` of /proc/meminfo, else the page count times the page size (None
+    where the platform says neither). The one reader of it: the BFC cap here, ``hgpart calibrate``'s device memory
+    and the comparison's machine record."""
     try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20)
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):
         return None
+
+
+def _machine_mb() -> int | None:
+    """This machine's physical memory in MiB (None where the platform does not say)."""
+    got = physical_memory_bytes()
+    return None if got is None else got // 2**20
 
 
 def bfc_environment(environ: MutableMapping[str, str]) -> MutableMapping[str, str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from hgpart.allocator import physical_memory_bytes
 from hgpart.cluster import CLUSTER_FORMAT, GIB, THIS_MACHINE, ClientCpuCost, RingCost, cluster_from_dict
 from hgpart.errors import HgpartError
 from hgpart.fileio import read_json
@@ -236,19 +236,12 @@ def compute_rate(*, cores: int, quick: bool, batch_size: int = 32) -> ComputeRat
 
 
 def machine_memory_bytes() -> int:
-    """The machine's RAM in bytes (``MemTotal`` of /proc/meminfo, else the page count times the page size)."""
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
+    """The machine's RAM in bytes (:func:`hgpart.allocator.physical_memory_bytes`); an error where it is unknown."""
+    got = physical_memory_bytes()
+    if got is None:
         raise HgpartError("cannot read this machine's memory size", where="/proc/meminfo",
-                          fix="write the cluster file by hand (docs/simulator.md)") from None
+                          fix="write the cluster file by hand (docs/simulator.md)")
+    return got
 
 
 def memory_bandwidth(*, quick: bool) -> tuple[float, int]:

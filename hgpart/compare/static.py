@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from hgpart.allocator import physical_memory_bytes
 from hgpart.compare.thesis import thesis_applies, thesis_value
 from hgpart.errors import BadOptionError, HgpartError
 from hgpart.hypergraph import Hypergraph, build_hypergraph
@@ -172,11 +173,7 @@ def machine_info() -> dict[str, Any]:
                     break
     except OSError:
         pass
-    mem = 0
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        pass
+    mem = physical_memory_bytes() or 0
     return {
         "host": platform.node(), "cpu": cpu, "logical_cpus": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
