@@ -2,8 +2,8 @@
 # Issue 16, a judged full validation after TensorFlow's BFC CPU allocator became the default (b226cc8), on an AMD
 # EPYC without AVX-512 (2 cores, shared), 2026-12-07 from 23:54 UTC. The validation of ../2026-12-06-eve/run.sh
 # (every strategy on minivgg and minires at B=16/32/64 with 64-step calls at 16, vgg16 64's single device and data
-# parallelism at 8/16/32), in one pass (the slow host's three passes would not fit in the session), in two phases
-# run back to back:
+# parallelism at 8/16/32), one pass of each model and then a second of the small models (the slow host's three
+# passes would not fit in the session), in phases run back to back:
 #   bash run.sh measure   # the runs, which depend on no calibration (simulator_validation.py --measure-only)
 #   bash run.sh predict   # then a fresh `hgpart calibrate --profile`, calibrate-split, and the simulation
 #   bash run.sh measure2  # then a second pass of the small models, and `predict` again (see README.md)
